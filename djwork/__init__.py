@@ -1,0 +1,17 @@
+"""djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
+
+from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, job, shared_task
+from djwork.payload import ArgumentError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArgumentError",
+    "BoundJob",
+    "Job",
+    "JobRef",
+    "MaxRetriesExceededError",
+    "Retry",
+    "job",
+    "shared_task",
+]

@@ -1,0 +1,118 @@
+"""Writing jobs to Redis: push now, schedule for later, push many in one round trip.
+
+A push is ``LPUSH queue:<name>`` plus ``SADD queues <name>`` in one pipeline.
+The LPUSH is the write that matters; the SADD only feeds listings, so its
+failure (the ``queues`` key holding the wrong type, say) is logged, never
+raised — raising would make the caller push the job a second time (seed 004,
+cogworker client.rb). Neither is replayed after a lost reply: only a
+connect-phase failure, which proves nothing was sent, re-sends the pipeline.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from djwork import keys
+from djwork import redis as redis_layer
+from djwork.conf import Config, get_config
+from djwork.middleware import resolve_all, run_client_chain
+from djwork.payload import dumps
+
+logger = logging.getLogger("djwork.client")
+
+
+@functools.lru_cache(maxsize=4)
+def client_chain(config: Config) -> tuple[Any, ...]:
+    return resolve_all(config.client_middleware)
+
+
+def _check_listing_replies(replies: list[Any], what: str) -> None:
+    for reply in replies:
+        if isinstance(reply, Exception):
+            logger.error("djwork: %s failed (the job itself is queued): %s", what, reply)
+
+
+def _raise_push_error(reply: Any) -> None:
+    if isinstance(reply, Exception):
+        raise reply
+
+
+def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
+    """Write one job (now, or at epoch ``at``); returns its jid, or None if middleware stopped it."""
+    config = get_config()
+    queue = payload.get("queue") or "default"
+    chain = client_chain(config)
+    if chain:
+        payload = run_client_chain(chain, payload, queue)
+        if payload is None:
+            return None
+        queue = payload.get("queue") or queue
+    payload.pop("at", None)  # WIRE.md J8: a stored "at" re-schedules the job when it comes due
+    if at is not None and at > time.time():
+        payload.pop("enqueued_at", None)
+        raw = dumps(payload)
+        redis_layer.run(lambda conn: conn.zadd(keys.SCHEDULE, {raw: float(at)}))
+        return payload["jid"]
+    payload["enqueued_at"] = time.time()
+    raw = dumps(payload)
+    queue_key = keys.queue(queue)
+
+    def write(conn: Any) -> list[Any]:
+        pipe = conn.pipeline(transaction=False)
+        pipe.lpush(queue_key, raw)
+        pipe.sadd(keys.QUEUES, queue)
+        return pipe.execute(raise_on_error=False)
+
+    replies = redis_layer.run(write)
+    _raise_push_error(replies[0])
+    _check_listing_replies(replies[1:], f"SADD queues {queue}")
+    return payload["jid"]
+
+
+def push_bulk(payloads: Iterable[dict[str, Any]], *, at: float | None = None) -> list[str | None]:
+    """Write many jobs in one pipelined round trip; one LPUSH per queue keeps FIFO order."""
+    config = get_config()
+    chain = client_chain(config)
+    now = time.time()
+    by_queue: dict[str, list[str]] = {}
+    scheduled: dict[str, float] = {}
+    jids: list[str | None] = []
+    for payload in payloads:
+        queue = payload.get("queue") or "default"
+        if chain:
+            payload = run_client_chain(chain, payload, queue)
+            if payload is None:
+                jids.append(None)
+                continue
+            queue = payload.get("queue") or queue
+        payload.pop("at", None)
+        if at is not None and at > now:
+            payload.pop("enqueued_at", None)
+            scheduled[dumps(payload)] = float(at)
+        else:
+            payload["enqueued_at"] = now
+            by_queue.setdefault(queue, []).append(dumps(payload))
+        jids.append(payload["jid"])
+    if not by_queue and not scheduled:
+        return jids
+
+    def write(conn: Any) -> list[Any]:
+        pipe = conn.pipeline(transaction=False)
+        for queue, raws in by_queue.items():
+            pipe.lpush(keys.queue(queue), *raws)
+        if scheduled:
+            pipe.zadd(keys.SCHEDULE, scheduled)
+        if by_queue:
+            pipe.sadd(keys.QUEUES, *by_queue)
+        return pipe.execute(raise_on_error=False)
+
+    replies = redis_layer.run(write)
+    writes = len(by_queue) + (1 if scheduled else 0)
+    for reply in replies[:writes]:
+        _raise_push_error(reply)
+    _check_listing_replies(replies[writes:], "SADD queues")
+    return jids

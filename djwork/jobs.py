@@ -1,0 +1,376 @@
+"""``@djwork.job``: a plain function that can also be enqueued, Sidekiq- and Celery-style.
+
+    @djwork.job(queue="mail", retry=5)
+    def send_welcome(user_id): ...
+
+    send_welcome.delay(42)                      # Celery
+    send_welcome.apply_async(args=[42], countdown=60)
+    send_welcome.perform_async(42)              # Sidekiq
+    send_welcome.perform_in(60, 42)
+    send_welcome.set(queue="low").delay(42)
+    send_welcome.delay_many([(1,), (2,)])       # one round trip
+    send_welcome.delay_on_commit(42)            # after the surrounding transaction commits
+    send_welcome(42)                            # runs inline, now
+
+The payload's ``class`` is the job's name (its dotted path unless ``name=``
+is given), which a worker resolves through the registry.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from djwork import client
+from djwork.conf import get_config
+from djwork.payload import ArgumentError, build, check_json_native
+
+registry: dict[str, Job] = {}
+
+# Sidekiq: an interval this large is an absolute epoch, not a delay.
+ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
+
+PAYLOAD_OPTIONS = ("backtrace", "dead", "tags", "retry_queue", "retry_for")
+
+
+class Retry(Exception):
+    """Raised by ``self.retry()`` inside a bound job: schedule another attempt."""
+
+    def __init__(self, exc: BaseException | None = None, countdown: float | None = None,
+                 max_retries: int | None = None) -> None:
+        super().__init__(str(exc) if exc else "retry requested")
+        self.exc = exc
+        self.countdown = countdown
+        self.max_retries = max_retries
+
+
+class MaxRetriesExceededError(Exception):
+    """``self.retry()`` was called once the job had used up its retries."""
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq)."""
+
+    jid: str | None
+
+    @property
+    def id(self) -> str | None:
+        return self.jid
+
+    def __str__(self) -> str:
+        return self.jid or ""
+
+
+@dataclass
+class Request:
+    """``self.request`` of a bound job: what this execution is."""
+
+    id: str | None = None
+    retries: int = 0
+    queue: str = "default"
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def jid(self) -> str | None:
+        return self.id
+
+
+class BoundJob:
+    """The ``self`` a ``bind=True`` job receives: the job plus this run's request."""
+
+    def __init__(self, job: Job, request: Request) -> None:
+        self.job = job
+        self.request = request
+        self.name = job.name
+        self.max_retries = job.max_retries
+
+    def retry(self, exc: BaseException | None = None, countdown: float | None = None,
+              eta: dt.datetime | None = None, max_retries: int | None = None) -> Retry:
+        """Raise ``Retry`` so the worker schedules another attempt (Celery's ``Task.retry``).
+
+        Past the limit the original ``exc`` is re-raised (or MaxRetriesExceededError),
+        so the job fails for good as Celery's does.
+        """
+        limit = max_retries if max_retries is not None else self.job.max_retries
+        if limit is not None and self.request.retries >= limit:
+            if exc is not None:
+                raise exc
+            raise MaxRetriesExceededError(
+                f"{self.name} {self.request.id} exceeded max_retries={limit}"
+            )
+        if eta is not None:
+            countdown = max(0.0, to_epoch(eta) - time.time())
+        if countdown is None:
+            countdown = self.job.default_retry_delay
+        raise Retry(exc=exc, countdown=countdown, max_retries=limit)
+
+    def delay(self, *args: Any, **kwargs: Any) -> JobRef:
+        return self.job.delay(*args, **kwargs)
+
+    def apply_async(self, *args: Any, **kwargs: Any) -> JobRef:
+        return self.job.apply_async(*args, **kwargs)
+
+
+def to_epoch(when: dt.datetime | float | int) -> float:
+    if isinstance(when, dt.datetime):
+        if timezone.is_naive(when):
+            when = timezone.make_aware(when, timezone.get_default_timezone())
+        return when.timestamp()
+    return float(when)
+
+
+def _seconds(interval: dt.timedelta | float | int) -> float:
+    return interval.total_seconds() if isinstance(interval, dt.timedelta) else float(interval)
+
+
+class Job:
+    """A function registered as a djwork job. Calling it runs it inline."""
+
+    def __init__(self, func: Callable[..., Any], *, name: str | None = None, queue: str = "default",
+                 retry: bool | int | None = None, max_retries: int | None = None,
+                 bind: bool = False, default_retry_delay: float = 180,
+                 autoretry_for: tuple[type[BaseException], ...] = (),
+                 retry_backoff: bool | float = False, retry_backoff_max: float = 600,
+                 retry_jitter: bool = True, expires: float | None = None,
+                 backtrace: bool | int | None = None, dead: bool | None = None,
+                 tags: list[str] | None = None, retry_queue: str | None = None,
+                 retry_for: int | None = None) -> None:
+        self.func = func
+        self.name = name or f"{func.__module__}.{func.__qualname__}"
+        self.queue = queue
+        if retry is None:
+            retry = max_retries if max_retries is not None else True
+        if isinstance(retry, bool) or not isinstance(retry, int):
+            retry = bool(retry)
+        self.retry = retry
+        self.max_retries = max_retries if max_retries is not None else (
+            None if retry is True else (0 if retry is False else retry))
+        self.bind = bind
+        self.default_retry_delay = default_retry_delay
+        self.autoretry_for = tuple(autoretry_for)
+        self.retry_backoff = retry_backoff
+        self.retry_backoff_max = retry_backoff_max
+        self.retry_jitter = retry_jitter
+        self.expires = expires
+        self.options = {
+            key: value for key, value in {
+                "backtrace": backtrace, "dead": dead, "tags": tags,
+                "retry_queue": retry_queue, "retry_for": retry_for,
+            }.items() if value is not None
+        }
+        if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+            raise TypeError("tags must be a list of strings (WIRE.md J9)")
+        self.is_async = inspect.iscoroutinefunction(func)
+        self.signature = inspect.signature(func)
+        parameters = list(self.signature.parameters.values())
+        if bind:
+            if not parameters:
+                raise TypeError(f"{self.name}: bind=True needs a first parameter (self)")
+            parameters = parameters[1:]
+        self.call_signature = self.signature.replace(parameters=parameters)
+        self.positional_names = [
+            p.name for p in parameters
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        self.__doc__ = func.__doc__
+        self.__name__ = getattr(func, "__name__", self.name)
+        self.__module__ = func.__module__
+        self.__qualname__ = getattr(func, "__qualname__", self.name)
+        self.__wrapped__ = func
+        registry[self.name] = self
+
+    def __repr__(self) -> str:
+        return f"<djwork.Job {self.name}>"
+
+    # --- running -------------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.bind:
+            return self.func(BoundJob(self, Request(args=list(args), kwargs=dict(kwargs))), *args, **kwargs)
+        return self.func(*args, **kwargs)
+
+    def run(self, request: Request) -> Any:
+        """What a worker calls: the function with this execution's arguments."""
+        if self.bind:
+            return self.func(BoundJob(self, request), *request.args, **request.kwargs)
+        return self.func(*request.args, **request.kwargs)
+
+    # --- enqueueing ---------------------------------------------------------
+    def set(self, **options: Any) -> JobOptions:
+        """A copy of the enqueue methods with these options (queue, retry, countdown, ...)."""
+        return JobOptions(self, options)
+
+    def delay(self, *args: Any, **kwargs: Any) -> JobRef:
+        return self.apply_async(args, kwargs)
+
+    def perform_async(self, *args: Any, **kwargs: Any) -> JobRef:
+        return self.apply_async(args, kwargs)
+
+    def perform_in(self, interval: dt.timedelta | float, *args: Any, **kwargs: Any) -> JobRef:
+        seconds = _seconds(interval)
+        at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
+        return self.apply_async(args, kwargs, eta=at)
+
+    def perform_at(self, when: dt.datetime | float, *args: Any, **kwargs: Any) -> JobRef:
+        return self.apply_async(args, kwargs, eta=to_epoch(when))
+
+    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None, *,
+                    countdown: float | None = None, eta: dt.datetime | float | None = None,
+                    expires: dt.datetime | float | None = None, queue: str | None = None,
+                    retry: bool | int | None = None, jid: str | None = None,
+                    **options: Any) -> JobRef:
+        payload, at = self.build_payload(args, kwargs, countdown=countdown, eta=eta, expires=expires,
+                                         queue=queue, retry=retry, jid=jid, **options)
+        return JobRef(client.push(payload, at=at))
+
+    def delay_many(self, calls: Iterable[Any], **options: Any) -> list[JobRef]:
+        """Enqueue one job per item in one pipelined round trip.
+
+        Each item is a tuple/list of positional arguments, a dict of keyword
+        arguments, or an ``(args, kwargs)`` pair written as ``(tuple, dict)``.
+        """
+        payloads = []
+        at = None
+        for item in calls:
+            args, kwargs = _split_call(item)
+            payload, at = self.build_payload(args, kwargs, **options)
+            payloads.append(payload)
+        return [JobRef(jid) for jid in client.push_bulk(payloads, at=at)]
+
+    def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
+        """Enqueue once the current transaction commits (at once outside one); the jid is known now."""
+        payload, at = self.build_payload(args, kwargs)
+        transaction.on_commit(lambda: client.push(payload, at=at))
+        return JobRef(payload["jid"])
+
+    def build_payload(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None, *,
+                      countdown: float | None = None, eta: dt.datetime | float | None = None,
+                      expires: dt.datetime | float | None = None, queue: str | None = None,
+                      retry: bool | int | None = None, jid: str | None = None,
+                      **options: Any) -> tuple[dict[str, Any], float | None]:
+        """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
+        args = list(args or ())
+        kwargs = dict(kwargs or {})
+        self.check_call(args, kwargs)
+        unknown = set(options) - set(PAYLOAD_OPTIONS) - {"priority"}
+        if unknown:
+            raise TypeError(f"{self.name}: unknown enqueue option(s) {sorted(unknown)}")
+        extra = {**self.options, **{k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}}
+        expires = self.expires if expires is None else expires
+        if expires is not None:
+            extra["expires_at"] = (
+                to_epoch(expires) if isinstance(expires, dt.datetime) else time.time() + float(expires)
+            )
+        at: float | None = None
+        if eta is not None:
+            at = to_epoch(eta)
+        elif countdown is not None:
+            at = time.time() + float(countdown)
+        payload = build(self.name, args, kwargs, queue=queue or self.queue,
+                        retry=self.retry if retry is None else retry, jid=jid, extra=extra)
+        return payload, at
+
+    def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """Refuse, at enqueue, a call the function can't take or arguments JSON can't carry."""
+        try:
+            self.call_signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"{self.name}: {error}") from None
+        if not get_config().strict_args:
+            return
+        for index, value in enumerate(args):
+            label = self.positional_names[index] if index < len(self.positional_names) else f"args[{index}]"
+            check_json_native(value, f"{self.name}: argument {label!r}")
+        for key, value in kwargs.items():
+            check_json_native(value, f"{self.name}: argument {key!r}")
+
+
+def _split_call(item: Any) -> tuple[list[Any], dict[str, Any]]:
+    if isinstance(item, dict):
+        return [], item
+    if (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple))
+            and isinstance(item[1], dict)):
+        return list(item[0]), item[1]
+    if isinstance(item, (list, tuple)):
+        return list(item), {}
+    raise ArgumentError(f"delay_many items must be tuples of arguments or dicts, got {type(item).__name__}")
+
+
+class JobOptions:
+    """``job.set(...)``: the enqueue methods with preset options."""
+
+    ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority")
+
+    def __init__(self, job: Job, options: dict[str, Any]) -> None:
+        unknown = set(options) - set(self.ENQUEUE_KEYS)
+        if unknown:
+            raise TypeError(f"{job.name}.set(): unknown option(s) {sorted(unknown)}")
+        self.job = job
+        self.options = options
+
+    def set(self, **options: Any) -> JobOptions:
+        return JobOptions(self.job, {**self.options, **options})
+
+    def delay(self, *args: Any, **kwargs: Any) -> JobRef:
+        return self.job.apply_async(args, kwargs, **self.options)
+
+    perform_async = delay
+
+    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
+                    **options: Any) -> JobRef:
+        return self.job.apply_async(args, kwargs, **{**self.options, **options})
+
+    def perform_in(self, interval: dt.timedelta | float, *args: Any, **kwargs: Any) -> JobRef:
+        seconds = _seconds(interval)
+        at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
+        return self.job.apply_async(args, kwargs, **{**self.options, "eta": at})
+
+    def perform_at(self, when: dt.datetime | float, *args: Any, **kwargs: Any) -> JobRef:
+        return self.job.apply_async(args, kwargs, **{**self.options, "eta": to_epoch(when)})
+
+    def delay_many(self, calls: Iterable[Any]) -> list[JobRef]:
+        return self.job.delay_many(calls, **self.options)
+
+    def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
+        payload, at = self.job.build_payload(args, kwargs, **self.options)
+        transaction.on_commit(lambda: client.push(payload, at=at))
+        return JobRef(payload["jid"])
+
+
+def job(func: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Decorator: ``@djwork.job`` or ``@djwork.job(queue=..., retry=..., bind=True, ...)``."""
+    if func is not None and callable(func):
+        return Job(func, **options)
+
+    def decorate(inner: Callable[..., Any]) -> Job:
+        return Job(inner, **options)
+
+    return decorate
+
+
+shared_task = job
+
+
+def resolve(name: str) -> Job | None:
+    """The registered job called ``name`` (alias, registry, then importable dotted path)."""
+    config = get_config()
+    target = config.aliases.get(name, name)
+    found = registry.get(target)
+    if found is not None:
+        return found
+    from django.utils.module_loading import import_string
+
+    try:
+        obj = import_string(target)
+    except ImportError:
+        return None
+    return obj if isinstance(obj, Job) else None

@@ -1,0 +1,98 @@
+"""Every Redis key djwork reads or writes, with its type, in one place.
+
+Sidekiq 7's layout (WIRE.md section 1) for everything Sidekiq defines; the
+seeds' names for the Enterprise features; a ``djwork:`` prefix for the rest.
+No module builds a key string itself: a later Redis Cluster mode (hash-tagged
+keys) must be a change to this file alone. docs/keys.md mirrors this table.
+"""
+
+from __future__ import annotations
+
+# --- Sidekiq OSS keys (WIRE.md section 1) -------------------------------------
+QUEUES = "queues"  # SET of queue names without the "queue:" prefix
+SCHEDULE = "schedule"  # ZSET score = run-at epoch seconds (float)
+RETRY = "retry"  # ZSET score = next retry epoch seconds
+DEAD = "dead"  # ZSET score = time of death epoch seconds
+PROCESSES = "processes"  # SET of process identities
+STAT_PROCESSED = "stat:processed"  # STRING integer, INCRBY
+STAT_FAILED = "stat:failed"  # STRING integer, INCRBY
+PROCESS_CLEANUP = "process_cleanup"  # STRING "1", SET NX EX 60
+PAUSED = "paused"  # SET of paused queue names (Sidekiq Pro's contract)
+LEADER = "dear-leader"  # STRING leader identity (Enterprise name)
+
+SORTED_SETS = (SCHEDULE, RETRY, DEAD)
+
+# --- djwork's own keys -----------------------------------------------------------
+IN_PROGRESS_REGISTRY = "djwork:inprogress"  # SET of in-progress LIST keys, for orphan recovery
+BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
+ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
+HISTORY = "djwork:history"  # STREAM of executions, capped (MAXLEN ~)
+RESULT_PREFIX = "djwork:result:"  # STRING JSON Django Tasks result record, TTL RESULT_TTL
+
+STATS_TTL = 5 * 365 * 24 * 3600  # per-day stat keys live five years (Sidekiq's STATS_TTL)
+PROCESS_TTL = 60  # identity hash, work hash, signal list
+
+
+def queue(name: str) -> str:
+    """LIST ``queue:<name>``: LPUSH by clients, popped from the right."""
+    return f"queue:{name}"
+
+
+def queue_name(key: str) -> str:
+    return key[len("queue:"):] if key.startswith("queue:") else key
+
+
+def stat_processed_day(day: str) -> str:
+    """STRING ``stat:processed:YYYY-MM-DD`` (UTC date)."""
+    return f"stat:processed:{day}"
+
+
+def stat_failed_day(day: str) -> str:
+    return f"stat:failed:{day}"
+
+
+def process(identity: str) -> str:
+    """HASH ``<identity>``: info busy beat quiet rss rtt_us, EXPIRE 60."""
+    return identity
+
+
+def work(identity: str) -> str:
+    """HASH ``<identity>:work`` (Sidekiq 6.4.2+): tid -> {queue, payload, run_at}."""
+    return f"{identity}:work"
+
+
+def workers_legacy(identity: str) -> str:
+    """HASH ``<identity>:workers``: the same content under Sidekiq <= 6.4.1's name."""
+    return f"{identity}:workers"
+
+
+def signals(identity: str) -> str:
+    """LIST ``<identity>-signals``: LPUSH by the API, RPOP by the process's heartbeat."""
+    return f"{identity}-signals"
+
+
+IN_PROGRESS_PREFIX = "djwork:inprogress:"
+
+
+def in_progress(identity: str, queue_name: str) -> str:
+    """LIST ``djwork:inprogress:<identity>:<queue>``: jobs this process fetched and has not acked.
+
+    One per (process, queue) so recovery knows each job's origin queue
+    without parsing payloads, and every key a script touches can be passed
+    in KEYS.
+    """
+    return f"{IN_PROGRESS_PREFIX}{identity}|{queue_name}"
+
+
+def parse_in_progress(key: str) -> tuple[str, str] | None:
+    """``djwork:inprogress:<identity>|<queue>`` -> (identity, queue), None if not one."""
+    if not key.startswith(IN_PROGRESS_PREFIX):
+        return None
+    identity, sep, queue_name = key[len(IN_PROGRESS_PREFIX):].rpartition("|")
+    if not sep or not identity or not queue_name:
+        return None
+    return identity, queue_name
+
+
+def result(result_id: str) -> str:
+    return f"{RESULT_PREFIX}{result_id}"

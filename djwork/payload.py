@@ -1,0 +1,118 @@
+"""Job payloads in Sidekiq 7's JSON format (WIRE.md section 2).
+
+Timestamps are float epoch seconds (``time.time()``), which every reader from
+Sidekiq 6.4 to 8.x understands; keyword arguments travel in ``kwargs``, a
+field Sidekiq ignores. Arguments must be JSON-native so a job means the same
+thing to the Ruby side and after a round trip through Redis: anything else is
+refused at enqueue, naming the argument and its type.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any
+
+import orjson
+
+JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+class ArgumentError(TypeError):
+    """A job argument that can't travel as Sidekiq JSON."""
+
+
+class PayloadError(ValueError):
+    """A payload read from Redis that is not a usable job (bad JSON, missing fields)."""
+
+
+def new_jid() -> str:
+    """24 lowercase hex characters, as Sidekiq's ``SecureRandom.hex(12)``."""
+    return os.urandom(12).hex()
+
+
+def check_json_native(value: Any, path: str) -> None:
+    """Raise ArgumentError naming ``path`` if ``value`` is not plain JSON data."""
+    if isinstance(value, str) or value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            raise ArgumentError(f"{path} is an int too large for JSON readers (got {value})")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ArgumentError(f"{path} is {value!r}, which JSON can't represent")
+        return
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        for index, item in enumerate(value):
+            check_json_native(item, f"{path}[{index}]")
+        return
+    if type(value) is dict:
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ArgumentError(
+                    f"{path} has a key {key!r} of type {type(key).__name__}; JSON object keys must be str"
+                )
+            check_json_native(item, f"{path}[{key!r}]")
+        return
+    raise ArgumentError(
+        f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which is not JSON-native; "
+        "pass str, int, float, bool, None, list or dict (e.g. an id or an ISO date string)"
+    )
+
+
+def check_arguments(args: tuple | list, kwargs: dict[str, Any], names: list[str] | None = None) -> None:
+    """Validate positional and keyword arguments, naming each one by parameter name where known."""
+    for index, value in enumerate(args):
+        label = names[index] if names and index < len(names) else f"args[{index}]"
+        check_json_native(value, f"argument {label!r}" if names and index < len(names) else label)
+    for key, value in kwargs.items():
+        check_json_native(value, f"argument {key!r}")
+
+
+def dumps(payload: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(payload).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        # orjson refuses ints beyond 64 bits (and non-native values when
+        # STRICT_ARGS is off); the stdlib encoder writes them.
+        return json.dumps(payload, separators=(",", ":"), default=str)
+
+
+def loads(raw: str | bytes) -> dict[str, Any]:
+    """Parse a stored job; PayloadError for anything that is not a job object."""
+    try:
+        job = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            job = json.loads(raw)
+        except (ValueError, TypeError) as error:
+            raise PayloadError(f"payload is not valid JSON: {error}") from error
+    if not isinstance(job, dict):
+        raise PayloadError(f"payload is a JSON {type(job).__name__}, not an object")
+    if not isinstance(job.get("class"), str) or not job["class"]:
+        raise PayloadError("payload has no 'class' string")
+    if not isinstance(job.get("args", []), list):
+        raise PayloadError("payload 'args' is not an array")
+    return job
+
+
+def build(class_path: str, args: list | tuple, kwargs: dict[str, Any] | None, *,
+          queue: str = "default", retry: bool | int = True, jid: str | None = None,
+          extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A Sidekiq 7 job hash (no ``enqueued_at``: the client stamps it when it writes to a queue)."""
+    payload: dict[str, Any] = {
+        "class": class_path,
+        "args": list(args),
+        "queue": queue,
+        "jid": jid or new_jid(),
+        "retry": retry,
+        "created_at": time.time(),
+    }
+    if kwargs:
+        payload["kwargs"] = dict(kwargs)
+    if extra:
+        payload.update(extra)
+    return payload

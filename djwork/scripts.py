@@ -1,0 +1,67 @@
+"""Lua scripts from ``lua/``, one per file, called by basename.
+
+Each script's SHA1 is computed once from its source; calls go out as EVALSHA
+and fall back to EVAL on NOSCRIPT (a restarted or failed-over server, SCRIPT
+FLUSH), which also re-caches the script server-side. Workers call
+``load_all`` at boot so the first job does not pay for the upload.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+
+class UnknownScriptError(LookupError):
+    pass
+
+
+def script_directory() -> Path:
+    return Path(str(resources.files("djwork").joinpath("lua")))
+
+
+@functools.cache
+def source(name: str) -> str:
+    path = script_directory() / f"{name}.lua"
+    if not path.is_file():
+        raise UnknownScriptError(f"no Lua script named {name!r} in {script_directory()}")
+    return path.read_text(encoding="utf-8")
+
+
+@functools.cache
+def sha(name: str) -> str:
+    return hashlib.sha1(source(name).encode("utf-8")).hexdigest()
+
+
+def names() -> list[str]:
+    return sorted(path.stem for path in script_directory().glob("*.lua"))
+
+
+def evaluate(conn: Any, name: str, keys: list[str] | tuple[str, ...] = (),
+             args: list[Any] | tuple[Any, ...] = ()) -> Any:
+    """EVALSHA ``name``; on NOSCRIPT, EVAL the source (which caches it again)."""
+    try:
+        return conn.evalsha(sha(name), len(keys), *keys, *args)
+    except NoScriptError:
+        return conn.eval(source(name), len(keys), *keys, *args)
+
+
+def queue_evaluate(pipe: Any, name: str, keys: list[str] | tuple[str, ...] = (),
+                   args: list[Any] | tuple[Any, ...] = ()) -> None:
+    """Queue an EVALSHA on a pipeline; callers run ``load_all`` first (boot) or handle NOSCRIPT."""
+    pipe.evalsha(sha(name), len(keys), *keys, *args)
+
+
+def load_all(conn: Any) -> dict[str, str]:
+    """SCRIPT LOAD every script in one pipelined round trip; returns name -> sha."""
+    all_names = names()
+    pipe = conn.pipeline(transaction=False)
+    for name in all_names:
+        pipe.script_load(source(name))
+    shas = pipe.execute()
+    return dict(zip(all_names, shas, strict=True))

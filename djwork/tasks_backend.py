@@ -1,0 +1,138 @@
+"""A backend for Django's Tasks framework (``django.tasks``, or the ``django_tasks`` backport).
+
+    TASKS = {"default": {"BACKEND": "djwork.tasks_backend.DjworkBackend"}}
+
+``enqueue`` writes a result record (a HASH ``djwork:result:<id>`` with a TTL,
+``RESULT_TTL`` seconds, default 24 h) and then pushes a Sidekiq-format job
+whose ``class`` is the task's dotted path; the worker moves the record through
+RUNNING to SUCCESSFUL or FAILED and fires the tasks signals. The record is
+written before the push so a fast worker always finds it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import orjson
+from django.utils import timezone
+from django.utils.module_loading import import_string
+
+from djwork import client, keys
+from djwork import redis as redis_layer
+from djwork.conf import get_config
+from djwork.payload import ArgumentError, build, check_json_native, new_jid
+from djwork.tasks_compat import (
+    BaseTaskBackend,
+    Task,
+    TaskError,
+    TaskResult,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    task_enqueued,
+)
+
+TASK_FIELD = "djwork_task"  # payload field naming the backend alias; Sidekiq ignores it
+
+
+def _iso(moment: dt.datetime | None) -> str:
+    return moment.isoformat() if moment else ""
+
+
+def _parse_time(value: str | bytes | None) -> dt.datetime | None:
+    if not value:
+        return None
+    text = value.decode() if isinstance(value, bytes) else value
+    return dt.datetime.fromisoformat(text)
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+class DjworkBackend(BaseTaskBackend):
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = False
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        self.validate_task(task)
+        args = list(args)
+        kwargs = dict(kwargs)
+        for index, value in enumerate(args):
+            check_json_native(value, f"{task.module_path}: args[{index}]")
+        for key, value in kwargs.items():
+            check_json_native(value, f"{task.module_path}: argument {key!r}")
+        jid = new_jid()
+        now = timezone.now()
+        result = TaskResult(
+            task=task, id=jid, status=TaskResultStatus.READY, enqueued_at=now,
+            started_at=None, finished_at=None, last_attempted_at=None,
+            args=args, kwargs=kwargs, backend=self.alias, errors=[], worker_ids=[],
+        )
+        record = {
+            "task_path": task.module_path,
+            "queue_name": task.queue_name,
+            "priority": str(task.priority),
+            "run_after": _iso(task.run_after),
+            "takes_context": "1" if task.takes_context else "0",
+            "backend": self.alias,
+            "status": TaskResultStatus.READY.value,
+            "enqueued_at": _iso(now),
+            "args": _json(args),
+            "kwargs": _json(kwargs),
+            "errors": "[]",
+            "worker_ids": "[]",
+        }
+        ttl = get_config().result_ttl
+        result_key = keys.result(jid)
+
+        def write_record(conn: Any) -> None:
+            pipe = conn.pipeline(transaction=True)
+            pipe.hset(result_key, mapping=record)
+            pipe.expire(result_key, ttl)
+            pipe.execute()
+
+        redis_layer.run(write_record, idempotent=True)
+        payload = build(task.module_path, args, kwargs, queue=task.queue_name, jid=jid,
+                        extra={TASK_FIELD: self.alias})
+        at = task.run_after.timestamp() if task.run_after else None
+        client.push(payload, at=at)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    def get_result(self, result_id: str) -> TaskResult:
+        fields = redis_layer.run(lambda conn: conn.hgetall(keys.result(result_id)), idempotent=True)
+        if not fields:
+            raise TaskResultDoesNotExist(result_id)
+        return result_from_record(result_id, {k.decode(): v.decode() for k, v in fields.items()})
+
+
+def result_from_record(result_id: str, record: dict[str, str]) -> TaskResult:
+    try:
+        task = import_string(record["task_path"])
+    except ImportError as error:
+        raise TaskResultDoesNotExist(f"{result_id}: task {record['task_path']} is not importable") from error
+    if record.get("queue_name") and record["queue_name"] != task.queue_name:
+        task = task.using(queue_name=record["queue_name"])
+    result = TaskResult(
+        task=task,
+        id=result_id,
+        status=TaskResultStatus(record["status"]),
+        enqueued_at=_parse_time(record.get("enqueued_at")),
+        started_at=_parse_time(record.get("started_at")),
+        finished_at=_parse_time(record.get("finished_at")),
+        last_attempted_at=_parse_time(record.get("last_attempted_at")),
+        args=orjson.loads(record.get("args") or "[]"),
+        kwargs=orjson.loads(record.get("kwargs") or "{}"),
+        backend=record.get("backend", "default"),
+        errors=[TaskError(**error) for error in orjson.loads(record.get("errors") or "[]")],
+        worker_ids=orjson.loads(record.get("worker_ids") or "[]"),
+    )
+    if "return_value" in record:
+        object.__setattr__(result, "_return_value", orjson.loads(record["return_value"]))
+    return result
+
+
+__all__ = ["ArgumentError", "DjworkBackend", "result_from_record"]

@@ -1,0 +1,1 @@
+"""Helpers for testing djwork (and projects using it) against a real, private redis-server."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DjworkDashboardConfig(AppConfig):
+    name = "djwork_dashboard"
+    verbose_name = "djwork dashboard"

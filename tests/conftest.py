@@ -1,0 +1,36 @@
+"""Shared fixtures: every test gets the private Redis, emptied before it runs."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlparse
+
+import pytest
+import redis as redis_py
+
+from djwork import redis as redis_layer
+
+
+def _private_url() -> str:
+    url = os.environ["DJWORK_TEST_REDIS_URL"]
+    # Belt and braces: the suite flushes its database before every test, so it
+    # must never be pointed at a Redis somebody else uses.
+    if urlparse(url).port == 6379:
+        raise RuntimeError(f"refusing to run tests against {url}: that is the machine's shared Redis")
+    return url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    return _private_url()
+
+
+@pytest.fixture
+def raw_redis(redis_url: str):
+    """A plain redis-py client on the private server, emptied before the test."""
+    client = redis_py.Redis.from_url(redis_url)
+    client.flushdb()
+    redis_layer.reset()
+    yield client
+    client.close()
+    redis_layer.reset()
