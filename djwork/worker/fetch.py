@@ -1,0 +1,156 @@
+"""Fetching jobs: reliable (the default) or basic, through one Lua round trip per batch.
+
+Reliable fetch LMOVEs each job from ``queue:<name>`` into this process's
+in-progress list for that queue; an ack removes it. Acks are buffered and
+ride on the next fetch (``fetch.lua`` settles them before it takes more), so
+a busy worker makes well under one round trip per job. A process killed
+mid-job leaves its jobs on its in-progress lists, where orphan recovery
+(reaper.py) finds them once its heartbeat stops.
+
+Basic fetch RPOPs instead (Sidekiq OSS's BRPOP semantics): no in-progress
+list, so a crash loses what was running. Kept for parity, not recommended.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from djwork import keys, scripts
+from djwork import redis as redis_layer
+from djwork.conf import Capsule
+
+
+@dataclass(slots=True)
+class UnitOfWork:
+    """One fetched job: its raw payload exactly as stored, and where it came from."""
+
+    queue: str
+    queue_index: int
+    raw: str
+    in_progress_key: str | None
+
+
+@dataclass(slots=True)
+class Ack:
+    queue_index: int
+    raw: str
+    jid: str
+
+
+class Fetcher:
+    """Builds the key layout for one capsule and runs fetch/requeue against it."""
+
+    def __init__(self, identity: str, capsule: Capsule, reliable: bool) -> None:
+        self.identity = identity
+        self.capsule = capsule
+        self.reliable = reliable
+        self.queue_names = capsule.queue_names
+        self.queue_keys = [keys.queue(name) for name in self.queue_names]
+        self.in_progress_keys = [keys.in_progress(identity, name) for name in self.queue_names]
+        self.weights = [max(weight, 1) for _name, weight in capsule.queues]
+        self.paused: set[str] = set()
+
+    def order(self) -> list[int]:
+        """Queue indexes (1-based, as fetch.lua numbers them) in this fetch's order.
+
+        Strict order without weights; with weights, a weighted random order per
+        fetch, as Sidekiq shuffles its queue list weighted by repetition.
+        """
+        count = len(self.queue_names)
+        if not self.capsule.weighted or count == 1:
+            return list(range(1, count + 1))
+        remaining = list(range(count))
+        weights = list(self.weights)
+        ordered = []
+        while remaining:
+            pick = random.choices(range(len(remaining)), weights=weights)[0]
+            ordered.append(remaining.pop(pick) + 1)
+            weights.pop(pick)
+        return ordered
+
+    def script_keys(self, order: list[int]) -> list[str]:
+        layout = [keys.PAUSED, keys.ORPHAN_COUNTS]
+        for index in order:
+            layout.append(self.queue_keys[index - 1])
+            layout.append(self.in_progress_keys[index - 1])
+        return layout
+
+    def fetch(self, limit: int, acks: list[Ack]) -> list[UnitOfWork]:
+        """Settle ``acks`` and take up to ``limit`` jobs, in one round trip.
+
+        Never replayed: a lost reply may hide jobs it already moved, which the
+        caller recovers by reconciling (see Manager), not by fetching again.
+        """
+        order = self.order()
+        position_of = {index: position for position, index in enumerate(order, start=1)}
+        args: list[Any] = [limit, "reliable" if self.reliable else "basic", len(acks)]
+        for ack in acks:
+            args.extend((position_of[ack.queue_index], ack.raw, ack.jid))
+        reply = redis_layer.run(
+            lambda conn: scripts.evaluate(conn, "fetch", self.script_keys(order), args),
+            purpose="fetch",
+        )
+        fetched, paused = reply
+        self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
+        work = []
+        for offset in range(0, len(fetched), 2):
+            queue_index = order[int(fetched[offset]) - 1]
+            raw = fetched[offset + 1]
+            work.append(UnitOfWork(
+                queue=self.queue_names[queue_index - 1],
+                queue_index=queue_index,
+                raw=raw.decode() if isinstance(raw, bytes) else raw,
+                in_progress_key=self.in_progress_keys[queue_index - 1] if self.reliable else None,
+            ))
+        return work
+
+    def wait_for_job(self, queue_index: int, timeout: float) -> bool:
+        """Block until ``queue:<name>`` has a job (or ``timeout``); never takes it.
+
+        BLMOVE from a list to itself, right to right, hands back the tail
+        element and leaves the list as it was: a blocking peek. The job itself
+        is only ever taken by fetch.lua, atomically into the in-progress list.
+        """
+        key = self.queue_keys[queue_index - 1]
+        conn = redis_layer.client("fetch")
+        return conn.blmove(key, key, timeout, "RIGHT", "RIGHT") is not None
+
+    def requeue(self, pending_acks: list[Ack]) -> int:
+        """Shutdown: drop the jobs whose ack is pending, push the rest back, per queue, atomically."""
+        if not self.reliable:
+            return 0
+        total = 0
+        by_queue: dict[int, list[str]] = {}
+        for ack in pending_acks:
+            by_queue.setdefault(ack.queue_index, []).append(ack.raw)
+
+        def run(conn: Any) -> int:
+            count = 0
+            for index in range(1, len(self.queue_names) + 1):
+                count += int(scripts.evaluate(
+                    conn, "requeue",
+                    [self.in_progress_keys[index - 1], self.queue_keys[index - 1], keys.IN_PROGRESS_REGISTRY],
+                    by_queue.get(index, []),
+                ))
+            return count
+
+        # Idempotent: a replay finds the acked jobs already gone and the list
+        # already moved, so it pushes nothing twice.
+        total = redis_layer.run(run, idempotent=True)
+        return total
+
+    def in_progress(self) -> dict[int, list[str]]:
+        """What Redis holds on this capsule's in-progress lists (for reconciling after a lost reply)."""
+        def read(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            for key in self.in_progress_keys:
+                pipe.lrange(key, 0, -1)
+            return pipe.execute()
+
+        lists = redis_layer.run(read, idempotent=True)
+        return {
+            index: [raw.decode() for raw in items]
+            for index, items in enumerate(lists, start=1)
+        }

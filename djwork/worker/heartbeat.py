@@ -1,0 +1,184 @@
+"""Heartbeat: how a process shows itself to the cluster, exactly as a Sidekiq process does (WIRE.md 5-7).
+
+Each beat is three separate round trips, because they have different
+replay rules:
+
+1. the stat counters (INCRBY): never replayed — a replay after a lost reply
+   counts the window twice; a lost window is accepted instead (seed 000);
+2. the presence write (SADD processes, the ``<identity>`` hash, the work
+   hashes under both ``:work`` and Sidekiq 6.4.1's ``:workers``, the
+   Redis-clock beat stamp): idempotent, it converges on the same state
+   however often it lands, so it rides out a blip;
+3. the signal drain (RPOP ``<identity>-signals``): destructive, its result is
+   in the reply, so never replayed — a replay would discard a TERM or TSTP
+   the first attempt already took. It runs after the presence write, so a
+   signal only leaves Redis once the write that reports us alive has landed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from redis.exceptions import NoScriptError
+
+from djwork import keys, scripts
+from djwork import redis as redis_layer
+from djwork.worker.component import PeriodicComponent
+
+if TYPE_CHECKING:
+    from djwork.worker.launcher import Launcher
+
+logger = logging.getLogger("djwork.worker")
+
+SIGNALS_PER_BEAT = 10
+
+
+def rss_kb() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+class Heartbeat(PeriodicComponent):
+    name = "heartbeat"
+
+    def __init__(self, launcher: Launcher) -> None:
+        super().__init__()
+        self.launcher = launcher
+        self.identity = launcher.identity
+        self.rtt_us = 0
+        self.beats = 0
+        self._info: str | None = None
+
+    def interval(self) -> float:
+        return self.launcher.config.heartbeat_interval
+
+    def tick(self) -> None:
+        self.beat()
+
+    def info_json(self) -> str:
+        if self._info is None:
+            launcher = self.launcher
+            self._info = orjson.dumps({
+                "hostname": launcher.hostname,
+                "started_at": launcher.started_at,
+                "pid": os.getpid(),
+                "tag": launcher.tag,
+                "concurrency": launcher.total_concurrency,
+                "queues": launcher.queue_names,
+                "weights": [
+                    {name: weight for name, weight in capsule.queues} for capsule in launcher.capsules
+                ],
+                "labels": list(launcher.labels),
+                "identity": self.identity,
+                "version": f"djwork {launcher.version}",
+                "embedded": launcher.embedded,
+            }).decode()
+        return self._info
+
+    def beat(self) -> None:
+        """One beat; raises if the presence write failed (so boot can retry the first one)."""
+        self.flush_stats()
+        self.write_presence()
+        self.beats += 1
+        self.launcher.last_beat_monotonic = time.monotonic()
+        for signal_name in self.drain_signals():
+            self.launcher.handle_remote_signal(signal_name)
+
+    def flush_stats(self) -> None:
+        processed, failed = self.launcher.take_counts()
+        if not processed and not failed:
+            return
+        day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+
+        def write(conn: Any) -> None:
+            pipe = conn.pipeline(transaction=False)
+            for key, value in ((keys.STAT_PROCESSED, processed), (keys.stat_processed_day(day), processed),
+                               (keys.STAT_FAILED, failed), (keys.stat_failed_day(day), failed)):
+                if value:
+                    pipe.incrby(key, value)
+            for key, value in ((keys.stat_processed_day(day), processed), (keys.stat_failed_day(day), failed)):
+                if value:
+                    pipe.expire(key, keys.STATS_TTL)
+            pipe.execute()
+
+        try:
+            redis_layer.run(write, purpose="heartbeat")
+        except Exception as error:
+            logger.warning("djwork: stats window lost (processed=%d failed=%d): %s", processed, failed, error)
+
+    def write_presence(self) -> None:
+        launcher = self.launcher
+        work = dict(launcher.work_state)
+        work_fields = {
+            tid: orjson.dumps({"queue": queue, "payload": raw, "run_at": run_at}).decode()
+            for tid, (queue, raw, run_at) in work.items()
+        }
+        identity = self.identity
+        process_fields = {
+            "info": self.info_json(),
+            "busy": str(len(work_fields)),
+            "beat": repr(time.time()),
+            "quiet": "true" if launcher.quieted else "false",
+            "rss": str(rss_kb()),
+            "rtt_us": str(self.rtt_us),
+            "concurrency": str(launcher.total_concurrency),
+        }
+
+        def write(conn: Any) -> None:
+            pipe = conn.pipeline(transaction=True)
+            pipe.unlink(keys.work(identity), keys.workers_legacy(identity))
+            if work_fields:
+                for key in (keys.work(identity), keys.workers_legacy(identity)):
+                    pipe.hset(key, mapping=work_fields)
+                    pipe.expire(key, keys.PROCESS_TTL)
+            pipe.sadd(keys.PROCESSES, identity)
+            pipe.hset(keys.process(identity), mapping=process_fields)
+            pipe.expire(keys.process(identity), keys.PROCESS_TTL)
+            scripts.queue_evaluate(pipe, "beat", [keys.BEATS], [identity])
+            if launcher.in_progress_keys:
+                pipe.sadd(keys.IN_PROGRESS_REGISTRY, *launcher.in_progress_keys)
+            pipe.execute()
+
+        started = time.perf_counter()
+        try:
+            redis_layer.run(write, idempotent=True, purpose="heartbeat")
+        except NoScriptError:
+            # A restarted or flushed server lost the script cache; EVALSHA inside
+            # MULTI can't fall back to EVAL, so reload and write again.
+            redis_layer.run(scripts.load_all, idempotent=True, purpose="heartbeat")
+            redis_layer.run(write, idempotent=True, purpose="heartbeat")
+        self.rtt_us = int((time.perf_counter() - started) * 1_000_000)
+
+    def drain_signals(self) -> list[str]:
+        try:
+            popped = redis_layer.run(
+                lambda conn: conn.rpop(keys.signals(self.identity), SIGNALS_PER_BEAT), purpose="heartbeat")
+        except Exception as error:
+            logger.warning("djwork: could not read %s: %s", keys.signals(self.identity), error)
+            return []
+        return [value.decode() if isinstance(value, bytes) else value for value in popped or []]
+
+    def clear(self) -> None:
+        """Clean stop: leave the process set, drop the work hashes; the identity hash expires (as Sidekiq)."""
+        identity = self.identity
+
+        def write(conn: Any) -> None:
+            pipe = conn.pipeline(transaction=True)
+            pipe.srem(keys.PROCESSES, identity)
+            pipe.unlink(keys.work(identity), keys.workers_legacy(identity))
+            pipe.hset(keys.process(identity), mapping={"quiet": "true", "busy": "0"})
+            pipe.zrem(keys.BEATS, identity)
+            pipe.execute()
+
+        redis_layer.run(write, idempotent=True, purpose="heartbeat")

@@ -1,0 +1,256 @@
+"""Launcher: one worker process's components, booted and torn down in one place.
+
+Boot order: Lua scripts loaded, then the first heartbeat (a process must be
+visibly alive before it holds work, or orphan recovery would take its jobs),
+then history, heartbeat loop, managers, scheduled poller, reaper. A failure
+half way rolls back what was started (seed 000, wurk launcher.rb).
+
+Teardown: quiet, drain every manager in parallel up to the deadline and
+requeue what is left, then stop the periodic components and clear the
+heartbeat. Every step is guarded on its own: one failing release must never
+skip the ones after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from djwork import __version__, scripts
+from djwork import redis as redis_layer
+from djwork.conf import Config
+from djwork.history import HistoryRecorder
+from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
+from djwork.worker.fetch import Fetcher
+from djwork.worker.heartbeat import Heartbeat
+from djwork.worker.manager import Manager
+from djwork.worker.processor import Executor
+from djwork.worker.reaper import Reaper
+from djwork.worker.scheduled import ScheduledPoller
+
+logger = logging.getLogger("djwork.worker")
+
+BOOT_RETRY_INTERVAL = 1.0
+BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def base36(number: int) -> str:
+    digits = []
+    while True:
+        number, remainder = divmod(number, 36)
+        digits.append(BASE36[remainder])
+        if number == 0:
+            return "".join(reversed(digits))
+
+
+def dump_threads() -> str:
+    frames = sys._current_frames()
+    parts = []
+    for thread in threading.enumerate():
+        frame = frames.get(thread.ident or -1)
+        stack = "".join(traceback.format_stack(frame)) if frame else "  (no frame)\n"
+        parts.append(f"Thread {thread.name} (daemon={thread.daemon}):\n{stack}")
+    return "\n".join(parts)
+
+
+class Launcher:
+    def __init__(self, config: Config, *, embedded: bool = False,
+                 deliver_signal: Callable[[str], None] | None = None) -> None:
+        self.config = config
+        self.embedded = embedded
+        self.hostname = os.environ.get("DYNO") or socket.gethostname()
+        self.identity = f"{self.hostname}:{os.getpid()}:{os.urandom(6).hex()}"
+        self.tag = config.tag
+        self.labels = config.labels
+        self.version = __version__
+        self.started_at = time.time()
+        self.capsules = config.capsules
+        self.queue_names = config.queue_names
+        self.total_concurrency = sum(capsule.concurrency for capsule in self.capsules)
+        self.deliver_signal = deliver_signal
+        self.quieted = False
+        self.shutdown_deadline: float | None = None
+        self.last_beat_monotonic: float | None = None
+        self.work_state: dict[str, tuple[str, str, int]] = {}
+        self._counts_lock = threading.Lock()
+        self._processed = 0
+        self._failed = 0
+        self._lifecycle = threading.Lock()
+        self._started = False
+        self._stopped = False
+        self.boot_sleeper = Sleeper()
+        reliable = config.fetch == "reliable"
+        self.fetchers = [Fetcher(self.identity, capsule, reliable) for capsule in self.capsules]
+        self.in_progress_keys = [key for fetcher in self.fetchers for key in fetcher.in_progress_keys] \
+            if reliable else []
+        self.history = HistoryRecorder(self.identity, config.history_max_length)
+        self.executor = Executor(self)
+        self.managers = [
+            Manager(self, capsule, fetcher, self.executor, self.request_shutdown)
+            for capsule, fetcher in zip(self.capsules, self.fetchers, strict=True)
+        ]
+        self.heartbeat = Heartbeat(self)
+        self.poller = ScheduledPoller(self)
+        self.reaper = Reaper(self)
+
+    # --- counters and per-thread ids ------------------------------------------------
+    def count(self, processed: int = 0, failed: int = 0) -> None:
+        with self._counts_lock:
+            self._processed += processed
+            self._failed += failed
+
+    def take_counts(self) -> tuple[int, int]:
+        with self._counts_lock:
+            counts = (self._processed, self._failed)
+            self._processed = self._failed = 0
+        return counts
+
+    @staticmethod
+    def thread_id() -> str:
+        """Sidekiq's tid: base36 of the thread id xor the pid."""
+        return base36(threading.get_ident() ^ os.getpid())
+
+    @property
+    def busy(self) -> int:
+        return sum(manager.busy for manager in self.managers)
+
+    # --- lifecycle --------------------------------------------------------------------
+    def start(self) -> None:
+        with self._lifecycle:
+            if self._started:
+                return
+            self._started = True
+        try:
+            self._boot()
+        except BaseException:
+            # Boot is not atomic: what started before the failure holds threads
+            # and a presence in Redis, and the caller is about to drop its only
+            # reference to us. Guarded: the caller must see the boot failure.
+            try:
+                self.stop(timeout=0)
+            except Exception:
+                logger.exception("djwork: rollback of a failed boot failed")
+            raise
+
+    def _boot(self) -> None:
+        self._first_beat()
+        if self.boot_sleeper.stopped:
+            return
+        logger.info("djwork %s starting: identity=%s concurrency=%d queues=%s", self.version, self.identity,
+                    self.total_concurrency, ",".join(self.queue_names))
+        self.history.start()
+        self.heartbeat.start()
+        for manager in self.managers:
+            manager.start()
+        self.poller.start()
+        self.reaper.start()
+
+    def _first_beat(self) -> None:
+        """Beat once before anything fetches, retrying while Redis is unreachable, until stopped."""
+        while True:
+            try:
+                redis_layer.run(scripts.load_all, idempotent=True)
+                self.heartbeat.beat()
+                return
+            except Exception as error:
+                logger.error("djwork: Redis unreachable at boot (%s); retrying", error)
+                if self.boot_sleeper.wait(BOOT_RETRY_INTERVAL):
+                    return
+
+    def quiet(self) -> None:
+        """Stop fetching new jobs; keep beating (reporting quiet=true) and finish running jobs."""
+        if self.quieted:
+            return
+        self.quieted = True
+        logger.info("djwork: quiet, no longer accepting new work (%s)", self.identity)
+        for manager in self.managers:
+            self._guarded("manager-quiet", manager.quiet)
+        self._guarded("poller", self.poller.stop)
+
+    def hurry(self) -> None:
+        """A second TERM/INT: end the drain now (running jobs are requeued)."""
+        self.shutdown_deadline = time.monotonic()
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Graceful shutdown; idempotent. Waits up to ``timeout`` (default TIMEOUT) for running jobs."""
+        with self._lifecycle:
+            if self._stopped:
+                return
+            self._stopped = True
+        timeout = self.config.timeout if timeout is None else timeout
+        self.shutdown_deadline = time.monotonic() + timeout
+        self.boot_sleeper.stop()
+        try:
+            self.quiet()
+            stoppers = [
+                threading.Thread(target=self._guarded, args=("manager-stop", manager.stop, self._deadline),
+                                 name="djwork-manager-stop", daemon=True)
+                for manager in self.managers
+            ]
+            for thread in stoppers:
+                thread.start()
+            for thread in stoppers:
+                thread.join(timeout + JOIN_TIMEOUT + 5)
+        finally:
+            self._release_components()
+
+    def _deadline(self) -> float:
+        return self.shutdown_deadline if self.shutdown_deadline is not None else time.monotonic()
+
+    def _release_components(self) -> None:
+        self._guarded("reaper", self.reaper.stop)
+        # Joined before clearing: a beat still in flight would SADD us back into
+        # `processes` right after the SREM below (seed 000, launcher.rb).
+        self._guarded("heartbeat", self.heartbeat.stop)
+        self._guarded("stats", self.heartbeat.flush_stats)
+        if self.heartbeat.beats:
+            self._guarded("heartbeat-clear", self.heartbeat.clear)
+        self._guarded("history", self.history.stop)
+        logger.info("djwork: stopped (%s)", self.identity)
+
+    @staticmethod
+    def _guarded(label: str, step: Callable[..., Any], *args: Any) -> None:
+        try:
+            step(*args)
+        except Exception:
+            logger.exception("djwork: shutdown step %s failed", label)
+
+    # --- signals ------------------------------------------------------------------------
+    def handle_remote_signal(self, name: str) -> None:
+        """A signal from ``<identity>-signals`` (dashboard, Sidekiq API): exactly as the OS signal."""
+        logger.info("djwork: received %s through %s-signals", name, self.identity)
+        if name not in ("TERM", "TSTP", "TTIN", "INT"):
+            logger.warning("djwork: no handler for signal %r from the signal list; ignoring", name)
+            return
+        if self.deliver_signal is not None:
+            self.deliver_signal(name)
+        elif name == "TSTP":
+            self.quiet()
+        elif name == "TTIN":
+            logger.warning("djwork thread dump:\n%s", dump_threads())
+        else:
+            self.request_shutdown()
+
+    def request_shutdown(self) -> None:
+        """The one way anything inside the process asks for a graceful stop.
+
+        Standalone hands off to the installed TERM handler, so the main thread
+        runs the normal drain; embedded owns no handlers and stops in place, on
+        a thread of its own (the caller may be one that stop joins).
+        """
+        if self.deliver_signal is not None:
+            self.deliver_signal("TERM")
+        else:
+            safe_thread("stop", self.stop)
+
+
+def deliver_to_self(name: str) -> None:
+    os.kill(os.getpid(), getattr(signal, f"SIG{name}"))

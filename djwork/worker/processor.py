@@ -1,0 +1,238 @@
+"""Running one fetched job: parse, resolve, middleware, execute, then settle it in Redis.
+
+Bad data never wedges a worker: a payload that isn't a JSON job, or names a
+class nobody registered, goes to `dead` with its raw text and a clear error
+(DESIGN.md "Bad data never wedges the system"); nothing here lets an
+exception escape to the processor thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from django.db import close_old_connections
+
+from djwork import keys, scripts
+from djwork import redis as redis_layer
+from djwork.jobs import Job, Request, resolve
+from djwork.middleware import build_server_chain, resolve_all
+from djwork.payload import PayloadError, dumps, loads, new_jid
+from djwork.tasks_compat import Task
+from djwork.worker import task_results
+from djwork.worker.retry import Decision, decide, error_class_name, safe_message
+
+if TYPE_CHECKING:
+    from djwork.worker.fetch import UnitOfWork
+    from djwork.worker.launcher import Launcher
+    from djwork.worker.manager import Manager
+
+logger = logging.getLogger("djwork")
+
+INVALID_PAYLOAD_CLASS = "djwork.InvalidPayload"
+UNKNOWN_CLASS_ERROR = "djwork.UnknownJobClass"
+
+
+class UnknownJobClass(LookupError):
+    pass
+
+
+class Executor:
+    """Shared by every processor thread of a Launcher; per-thread state lives in ``_local``."""
+
+    def __init__(self, launcher: Launcher) -> None:
+        self.launcher = launcher
+        self.config = launcher.config
+        self.server_chain = resolve_all(self.config.server_middleware)
+        self._local = threading.local()
+        self._resolved: dict[str, Job | Task | None] = {}
+
+    # --- resolution -------------------------------------------------------------
+    def resolve(self, class_name: str) -> Job | Task | None:
+        # Cached per class name: resolution (alias, registry, import) runs once,
+        # not per job, and only from here on down the hot path.
+        if class_name in self._resolved:
+            return self._resolved[class_name]
+        found: Job | Task | None = resolve(class_name)
+        if found is None:
+            from django.utils.module_loading import import_string
+
+            target = self.config.aliases.get(class_name, class_name)
+            try:
+                candidate = import_string(target)
+            except ImportError:
+                candidate = None
+            found = candidate if isinstance(candidate, Task) else None
+        self._resolved[class_name] = found
+        return found
+
+    # --- the job ------------------------------------------------------------------
+    def __call__(self, manager: Manager, unit: UnitOfWork) -> None:
+        try:
+            self._run(manager, unit)
+        except Exception:
+            # A bug in settling must not kill the processor; the job stays on
+            # the in-progress list and orphan recovery hands it back later.
+            logger.exception("djwork: internal error while processing a job from %s", unit.queue)
+
+    def _run(self, manager: Manager, unit: UnitOfWork) -> None:
+        try:
+            payload = loads(unit.raw)
+        except PayloadError as error:
+            self._bury_invalid(manager, unit, str(error))
+            return
+        jid = payload.get("jid") if isinstance(payload.get("jid"), str) else ""
+        class_name = payload["class"]
+        expires_at = payload.get("expires_at")
+        if isinstance(expires_at, (int, float)) and expires_at < time.time():
+            logger.info("djwork: dropping expired job jid=%s class=%s (expired %.1fs ago)",
+                        jid, class_name, time.time() - expires_at, extra={"jid": jid, "job_class": class_name})
+            manager.acknowledge(unit, jid)
+            self.launcher.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
+            return
+        target = self.resolve(class_name)
+        if target is None:
+            error = UnknownJobClass(
+                f"no djwork job, Django task or alias named {class_name!r} is registered in this process"
+            )
+            self._handle_failure(manager, unit, payload, error, None, time.time(), 0.0, unknown=True)
+            return
+        self._execute(manager, unit, payload, target, jid)
+
+    def _execute(self, manager: Manager, unit: UnitOfWork, payload: dict[str, Any],
+                 target: Job | Task, jid: str) -> None:
+        log_jobs = self.config.log_jobs and logger.isEnabledFor(logging.INFO)
+        class_name = payload["class"]
+        tid = self.launcher.thread_id()
+        started = time.time()
+        self.launcher.work_state[tid] = (unit.queue, unit.raw, int(started))
+        if log_jobs:
+            logger.info("start jid=%s class=%s", jid, class_name,
+                        extra={"jid": jid, "job_class": class_name, "queue": unit.queue, "event": "start"})
+        clock = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            close_old_connections()
+            result = self._invoke(payload, target, unit.queue, jid)
+        except BaseException as caught:
+            if isinstance(caught, (KeyboardInterrupt, SystemExit)):
+                raise
+            error = caught
+            result = None
+        finally:
+            try:
+                close_old_connections()
+            except Exception:
+                logger.exception("djwork: close_old_connections failed after a job")
+            self.launcher.work_state.pop(tid, None)
+        elapsed_ms = (time.perf_counter() - clock) * 1000
+        if error is None:
+            self.launcher.count(processed=1)
+            manager.acknowledge(unit, jid)
+            self.launcher.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
+            if isinstance(target, Task) or payload.get("djwork_task"):
+                task_results.finished(jid, self.launcher.identity, result=result)
+            if log_jobs:
+                logger.info("done jid=%s class=%s elapsed=%.1fms", jid, class_name, elapsed_ms,
+                            extra={"jid": jid, "job_class": class_name, "queue": unit.queue,
+                                   "elapsed_ms": elapsed_ms, "event": "done"})
+            return
+        if log_jobs:
+            logger.info("fail jid=%s class=%s elapsed=%.1fms error=%s: %s", jid, class_name, elapsed_ms,
+                        error_class_name(error), safe_message(error)[:200],
+                        extra={"jid": jid, "job_class": class_name, "queue": unit.queue,
+                               "elapsed_ms": elapsed_ms, "event": "fail"})
+        if isinstance(target, Task) or payload.get("djwork_task"):
+            task_results.finished(jid, self.launcher.identity, error=error)
+        self._handle_failure(manager, unit, payload, error, target if isinstance(target, Job) else None,
+                             started, elapsed_ms)
+
+    def _invoke(self, payload: dict[str, Any], target: Job | Task, queue: str, jid: str) -> Any:
+        args = payload.get("args") or []
+        kwargs = payload.get("kwargs") or {}
+        if not isinstance(kwargs, dict):
+            kwargs = {}
+        if isinstance(target, Task):
+            def execute() -> Any:
+                task_result = task_results.started(jid, self.launcher.identity, target, args, kwargs)
+                if target.takes_context:
+                    from djwork.tasks_compat import TaskContext
+
+                    return self._maybe_await(target.func(TaskContext(task_result=task_result), *args, **kwargs))
+                return self._maybe_await(target.func(*args, **kwargs))
+        else:
+            retry_count = payload.get("retry_count")
+            request = Request(
+                id=jid, retries=(retry_count + 1) if isinstance(retry_count, int) else 0,
+                queue=queue, args=list(args), kwargs=dict(kwargs), payload=payload,
+            )
+
+            def execute() -> Any:
+                return self._maybe_await(target.run(request))
+        if self.server_chain:
+            return build_server_chain(self.server_chain, execute, target, payload, queue)()
+        return execute()
+
+    def _maybe_await(self, value: Any) -> Any:
+        if not asyncio.iscoroutine(value):
+            return value
+        loop = getattr(self._local, "loop", None)
+        if loop is None or loop.is_closed():
+            # One event loop per processor thread, kept for its life: creating
+            # a loop per job costs more than most jobs.
+            loop = asyncio.new_event_loop()
+            self._local.loop = loop
+        return loop.run_until_complete(value)
+
+    # --- failure --------------------------------------------------------------------
+    def _handle_failure(self, manager: Manager, unit: UnitOfWork, payload: dict[str, Any],
+                        error: BaseException, job: Job | None, started: float, elapsed_ms: float,
+                        unknown: bool = False) -> None:
+        self.launcher.count(processed=1, failed=1)
+        if unknown and self.config.raw.get("UNKNOWN_CLASS", "dead") == "dead":
+            decision = decide({**payload, "retry": 0}, error, None, unit.queue, self.config.max_retries)
+            decision = Decision("dead", decision.payload, decision.score)
+            error_class = UNKNOWN_CLASS_ERROR
+            decision.payload["error_class"] = error_class
+        else:
+            decision = decide(payload, error, job, unit.queue, self.config.max_retries)
+        status = {"retry": "retry", "dead": "dead", "drop": "failed"}[decision.target]
+        self.launcher.history.record(payload.get("jid", ""), payload["class"], unit.queue, status, started,
+                                     elapsed_ms, decision.payload.get("error_class", ""),
+                                     decision.payload.get("error_message", ""))
+        if manager.abandoned:
+            return
+        self._file(unit, decision, payload.get("jid") or "")
+
+    def _file(self, unit: UnitOfWork, decision: Decision, jid: str) -> None:
+        target_key = keys.RETRY if decision.target == "retry" else keys.DEAD
+        new_payload = "" if decision.target == "drop" else dumps(decision.payload)
+        source = unit.in_progress_key or keys.queue(unit.queue)
+        redis_layer.run(lambda conn: scripts.evaluate(conn, "fail", [
+            source, target_key, keys.DEAD, keys.ORPHAN_COUNTS,
+        ], [
+            unit.raw, new_payload, decision.score, "1" if decision.target == "dead" else "0",
+            time.time() - self.config.dead_timeout, self.config.dead_max_jobs,
+            "1" if unit.in_progress_key else "0", jid,
+        ]), idempotent=True)
+
+    def _bury_invalid(self, manager: Manager, unit: UnitOfWork, reason: str) -> None:
+        """A payload that is not a job: to `dead` inside a readable wrapper that keeps the raw text."""
+        self.launcher.count(processed=1, failed=1)
+        now = time.time()
+        wrapper = {
+            "class": INVALID_PAYLOAD_CLASS, "args": [unit.raw], "queue": unit.queue, "jid": new_jid(),
+            "retry": False, "created_at": now, "enqueued_at": now, "failed_at": now, "retry_count": 0,
+            "error_class": INVALID_PAYLOAD_CLASS,
+            "error_message": f"{reason}; raw payload kept in args[0] and raw_payload",
+            "raw_payload": unit.raw,
+        }
+        logger.error("djwork: invalid payload from queue %s sent to dead: %s", unit.queue, reason)
+        self.launcher.history.record("", INVALID_PAYLOAD_CLASS, unit.queue, "dead", now, 0.0,
+                                     INVALID_PAYLOAD_CLASS, reason)
+        if manager.abandoned:
+            return
+        self._file(unit, Decision("dead", wrapper, now), "")

@@ -1,0 +1,107 @@
+"""Reaper: orphan recovery for reliable fetch.
+
+Every REAPER_INTERVAL (and once at boot) any process looks at the registry
+of in-progress lists; a list whose owner has not beaten for ORPHAN_THRESHOLD
+seconds (Redis's clock) is requeued atomically by recover_orphans.lua. A job
+recovered more than MAX_ORPHANINGS times kills whatever runs it: it goes to
+`dead` instead, with an error saying so (seeds 003/004). The count can't
+single out the culprit — every job running in a crashed process is counted —
+so the limit must stay above the crashes an innocent job might sit through.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from djwork import keys, scripts
+from djwork import redis as redis_layer
+from djwork.payload import PayloadError, dumps, loads
+from djwork.worker.component import PeriodicComponent
+
+if TYPE_CHECKING:
+    from djwork.worker.launcher import Launcher
+
+logger = logging.getLogger("djwork.worker")
+
+POISON_ERROR = "djwork.PoisonPill"
+
+
+class Reaper(PeriodicComponent):
+    name = "reaper"
+
+    def __init__(self, launcher: Launcher) -> None:
+        super().__init__()
+        self.launcher = launcher
+        self.config = launcher.config
+
+    def interval(self) -> float:
+        return self.config.reaper_interval * (0.75 + random.random() / 2)
+
+    def first_delay(self) -> float:
+        return 0.0
+
+    def tick(self) -> None:
+        self.recover()
+
+    def recover(self) -> int:
+        """Requeue every orphaned in-progress list; returns the number of jobs requeued."""
+        members = redis_layer.run(lambda conn: conn.smembers(keys.IN_PROGRESS_REGISTRY), idempotent=True)
+        own = set(self.launcher.in_progress_keys)
+        total = 0
+        for member in members:
+            list_key = member.decode()
+            if list_key in own:
+                continue
+            parsed = keys.parse_in_progress(list_key)
+            if parsed is None:
+                continue
+            identity, queue = parsed
+            try:
+                total += self._recover_list(list_key, identity, queue)
+            except Exception:
+                logger.exception("djwork: orphan recovery of %s failed", list_key)
+        return total
+
+    def _recover_list(self, list_key: str, identity: str, queue: str) -> int:
+        # Not replayed: a replay would count every job's orphaning twice.
+        reply = redis_layer.run(lambda conn: scripts.evaluate(conn, "recover_orphans", [
+            list_key, keys.queue(queue), keys.BEATS, keys.ORPHAN_COUNTS, keys.IN_PROGRESS_REGISTRY,
+        ], [identity, self.config.orphan_threshold, self.config.max_orphanings]))
+        if int(reply[0]) == 0:
+            return 0
+        requeued = int(reply[1])
+        poison = [raw.decode("utf-8", "replace") for raw in reply[2:]]
+        if requeued:
+            logger.warning("djwork: recovered %d job(s) of dead process %s from queue %s",
+                           requeued, identity, queue)
+        for raw in poison:
+            self._bury(list_key, raw, identity)
+        if poison:
+            redis_layer.run(lambda conn: scripts.evaluate(
+                conn, "unregister_if_empty", [list_key, keys.IN_PROGRESS_REGISTRY]), idempotent=True)
+        return requeued
+
+    def _bury(self, list_key: str, raw: str, identity: str) -> None:
+        now = time.time()
+        message = (f"recovered more than {self.config.max_orphanings} times from processes that died "
+                   f"while running it (last: {identity}); sent to dead as a likely poison pill")
+        try:
+            job = loads(raw)
+            job.update({"error_class": POISON_ERROR, "error_message": message})
+            job.setdefault("failed_at", now)
+            job.setdefault("retry_count", 0)
+            jid = job.get("jid") if isinstance(job.get("jid"), str) else ""
+            buried = dumps(job)
+        except PayloadError:
+            jid, buried = "", raw
+        logger.error("djwork: job %s %s", jid, message)
+        redis_layer.run(lambda conn: scripts.evaluate(conn, "move_entry", [list_key, keys.DEAD, keys.ORPHAN_COUNTS], [
+            "list", raw, buried, now, "1", now - self.config.dead_timeout, self.config.dead_max_jobs, jid,
+        ]), idempotent=True)
+
+
+def recover_now(launcher: Any) -> int:
+    return Reaper(launcher).recover()

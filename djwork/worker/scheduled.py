@@ -1,0 +1,140 @@
+"""Scheduled poller: due jobs move from `retry` and `schedule` onto their queues.
+
+Each pass reads up to BATCH due entries (a pure read), builds each job's
+queue payload in Python (enqueued_at restamped, "at" removed: WIRE.md J8),
+and promotes them with one promote.lua call each, all in one pipeline.
+promote.lua pushes before it removes and does nothing when the entry is
+already gone, so the pipeline is safe to replay and a connection error
+mid-drain loses nothing (seed 002, wurk scheduled.rb lost the popped job).
+
+The interval is Sidekiq's: an average of AVERAGE_SCHEDULED_POLL_INTERVAL
+(5 s) times the number of live processes, randomized, so a fleet polls the
+sets about every 5 s in total; POLL_INTERVAL_AVERAGE fixes it instead. It
+never sleeps past the earliest due entry it saw.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from djwork import keys, scripts
+from djwork import redis as redis_layer
+from djwork.payload import PayloadError, dumps, loads
+from djwork.worker.component import PeriodicComponent
+
+if TYPE_CHECKING:
+    from djwork.worker.launcher import Launcher
+
+logger = logging.getLogger("djwork.worker")
+
+BATCH = 100
+INVALID_CLASS = "djwork.InvalidPayload"
+
+
+class ScheduledPoller(PeriodicComponent):
+    name = "scheduled"
+
+    def __init__(self, launcher: Launcher) -> None:
+        super().__init__()
+        self.launcher = launcher
+        self.config = launcher.config
+        self.process_count = 1
+        self.next_due: float | None = None
+
+    def average_interval(self) -> float:
+        if self.config.poll_interval_average is not None:
+            return self.config.poll_interval_average
+        return self.config.average_scheduled_poll_interval * max(1, self.process_count)
+
+    def interval(self) -> float:
+        average = self.average_interval()
+        if self.process_count < 10:
+            wait = average * random.random() + average / 2
+        else:
+            wait = average * random.random() * 2
+        if self.next_due is not None:
+            wait = min(wait, max(0.05, self.next_due - time.time()))
+        return wait
+
+    def first_delay(self) -> float:
+        return min(self.interval(), 1.0)
+
+    def tick(self) -> None:
+        self.enqueue_due()
+
+    def enqueue_due(self, now: float | None = None) -> int:
+        """Promote every due job of both sets; returns how many were promoted."""
+        promoted = 0
+        next_due: list[float] = []
+        for set_key in (keys.RETRY, keys.SCHEDULE):
+            while not self._sleeper.stopped or now is not None:
+                moment = time.time() if now is None else now
+                entries = redis_layer.run(
+                    lambda conn, set_key=set_key, moment=moment: conn.zrangebyscore(
+                        set_key, "-inf", moment, start=0, num=BATCH), idempotent=True)
+                if not entries:
+                    break
+                promoted += self._promote(set_key, entries)
+                if len(entries) < BATCH:
+                    break
+            upcoming = redis_layer.run(lambda conn, set_key=set_key: conn.zrange(set_key, 0, 0, withscores=True),
+                                       idempotent=True)
+            if upcoming:
+                next_due.append(float(upcoming[0][1]))
+        self.next_due = min(next_due) if next_due else None
+        try:
+            self.process_count = int(redis_layer.run(lambda conn: conn.scard(keys.PROCESSES), idempotent=True))
+        except Exception:
+            self.process_count = 1
+        return promoted
+
+    def _promote(self, set_key: str, entries: list[bytes]) -> int:
+        now = time.time()
+        calls: list[tuple[str, list[str], list[Any]]] = []
+        for entry in entries:
+            raw = entry.decode("utf-8", "replace")
+            try:
+                job = loads(raw)
+            except PayloadError as error:
+                calls.append(self._bury_call(set_key, raw, str(error), now))
+                continue
+            queue = job.get("queue") if isinstance(job.get("queue"), str) and job.get("queue") else "default"
+            job.pop("at", None)
+            job["enqueued_at"] = now
+            calls.append(("promote", [set_key, keys.queue(queue), keys.QUEUES], [raw, dumps(job), queue]))
+
+        def run(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            for name, script_keys, args in calls:
+                scripts.queue_evaluate(pipe, name, script_keys, args)
+            return pipe.execute(raise_on_error=False)
+
+        replies = redis_layer.run(run, idempotent=True)
+        promoted = 0
+        for (name, script_keys, args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, Exception):
+                if "NOSCRIPT" in str(reply):
+                    reply = redis_layer.run(lambda conn, n=name, k=script_keys, a=args: scripts.evaluate(
+                        conn, n, k, a), idempotent=True)
+                else:
+                    logger.error("djwork: could not promote a job from %s: %s", set_key, reply)
+                    continue
+            if name == "promote" and reply == 1:
+                promoted += 1
+        return promoted
+
+    def _bury_call(self, set_key: str, raw: str, reason: str, now: float) -> tuple[str, list[str], list[Any]]:
+        from djwork.payload import new_jid
+
+        wrapper = dumps({
+            "class": INVALID_CLASS, "args": [raw], "queue": "default", "jid": new_jid(), "retry": False,
+            "created_at": now, "enqueued_at": now, "failed_at": now, "retry_count": 0,
+            "error_class": INVALID_CLASS, "error_message": f"unreadable entry in {set_key}: {reason}",
+            "raw_payload": raw,
+        })
+        logger.error("djwork: unreadable entry in %s moved to dead: %s", set_key, reason)
+        return ("move_entry", [set_key, keys.DEAD, keys.ORPHAN_COUNTS], [
+            "zset", raw, wrapper, now, "1", now - self.config.dead_timeout, self.config.dead_max_jobs, ""])

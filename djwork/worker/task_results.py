@@ -1,0 +1,108 @@
+"""The worker's side of Django Tasks results: RUNNING, then SUCCESSFUL or FAILED, and the signals.
+
+The record (a HASH written by tasks_backend.enqueue) belongs to the one
+process running the job at a time, so these read-modify-writes don't race.
+Failures to update it are logged and never fail the job itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from django.utils import timezone
+
+from djwork import keys
+from djwork import redis as redis_layer
+from djwork.conf import get_config
+from djwork.tasks_compat import TaskResult, task_finished, task_started
+
+logger = logging.getLogger("djwork.tasks")
+
+
+def _read(jid: str) -> dict[str, str]:
+    fields = redis_layer.run(lambda conn: conn.hgetall(keys.result(jid)), idempotent=True)
+    return {key.decode(): value.decode() for key, value in fields.items()}
+
+
+def _write(jid: str, updates: dict[str, str]) -> None:
+    ttl = get_config().result_ttl
+
+    def write(conn: Any) -> None:
+        pipe = conn.pipeline(transaction=True)
+        pipe.hset(keys.result(jid), mapping=updates)
+        pipe.expire(keys.result(jid), ttl)
+        pipe.execute()
+
+    redis_layer.run(write, idempotent=True)
+
+
+def _result(jid: str) -> TaskResult | None:
+    from djwork.tasks_backend import result_from_record
+
+    record = _read(jid)
+    if not record:
+        return None
+    try:
+        return result_from_record(jid, record)
+    except Exception:
+        logger.exception("djwork: task result %s unreadable", jid)
+        return None
+
+
+def started(jid: str, identity: str, task: Any, args: list[Any], kwargs: dict[str, Any]) -> TaskResult | None:
+    try:
+        record = _read(jid)
+        now = timezone.now().isoformat()
+        worker_ids = orjson.loads(record.get("worker_ids") or "[]")
+        worker_ids.append(identity)
+        _write(jid, {"status": "RUNNING", "started_at": now, "last_attempted_at": now,
+                     "worker_ids": orjson.dumps(worker_ids).decode()})
+        result = _result(jid)
+        if result is not None:
+            task_started.send(sender=_backend_class(), task_result=result)
+        return result
+    except Exception:
+        logger.exception("djwork: could not mark task %s RUNNING", jid)
+        return None
+
+
+def finished(jid: str, identity: str, result: Any = None, error: BaseException | None = None) -> None:
+    try:
+        record = _read(jid)
+        if not record:
+            return
+        updates = {"finished_at": timezone.now().isoformat()}
+        if error is None:
+            updates["status"] = "SUCCESSFUL"
+            try:
+                updates["return_value"] = orjson.dumps(result).decode()
+            except TypeError:
+                updates["return_value"] = orjson.dumps(repr(result)).decode()
+        else:
+            import traceback
+
+            from djwork.worker.retry import error_class_name
+
+            errors = orjson.loads(record.get("errors") or "[]")
+            kind = type(error)
+            errors.append({
+                "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+                "traceback": "".join(traceback.format_exception(error))[-10_000:],
+            })
+            updates["status"] = "FAILED"
+            updates["errors"] = orjson.dumps(errors).decode()
+            updates["error_class"] = error_class_name(error)
+        _write(jid, updates)
+        task_result = _result(jid)
+        if task_result is not None:
+            task_finished.send(sender=_backend_class(), task_result=task_result)
+    except Exception:
+        logger.exception("djwork: could not record the outcome of task %s", jid)
+
+
+def _backend_class() -> type:
+    from djwork.tasks_backend import DjworkBackend
+
+    return DjworkBackend

@@ -1,0 +1,24 @@
+-- fail: file a failed job in `retry` or `dead` and drop it from the in-progress list, atomically.
+-- Add before remove: a script stopped by an error keeps the writes made
+-- before it, so a remove followed by a failing add (a key of the wrong
+-- type) would lose the job (seed 004, cogworker job_util.rb).
+-- KEYS[1] = in-progress LIST (or the queue itself in basic mode: nothing is removed then),
+-- KEYS[2] = target ZSET (retry or dead), KEYS[3] = dead ZSET, KEYS[4] = djwork:orphan-counts HASH
+-- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),
+-- ARGV[3] = score, ARGV[4] = "1" to trim dead, ARGV[5] = dead cutoff score, ARGV[6] = dead max size,
+-- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none)
+-- Returns 1.
+if ARGV[2] ~= '' then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+  if ARGV[4] == '1' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[5])
+    redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[6]) + 1))
+  end
+end
+if ARGV[7] == '1' then
+  redis.call('LREM', KEYS[1], -1, ARGV[1])
+end
+if ARGV[8] ~= '' then
+  redis.call('HDEL', KEYS[4], ARGV[8])
+end
+return 1

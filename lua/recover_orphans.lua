@@ -1,0 +1,46 @@
+-- recover_orphans: requeue the in-progress list of a process that stopped beating.
+-- Decided on Redis's clock (TIME), not any host's, so clock skew between
+-- hosts can't make a live process look dead. A job recovered more than
+-- max_orphanings times is a poison pill that kills whatever runs it (seeds
+-- 003/004): it is left on the list and returned, for the caller to bury in
+-- `dead` with an error. Requeued jobs are pushed before the list is cleared.
+-- KEYS[1] = the in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:beats ZSET,
+-- KEYS[4] = djwork:orphan-counts HASH, KEYS[5] = djwork:inprogress registry SET
+-- ARGV[1] = owner identity, ARGV[2] = orphan threshold seconds, ARGV[3] = max orphanings
+-- Returns {0} if the owner is alive, else {1, requeued count, poison payload...}.
+local now_parts = redis.call('TIME')
+local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+local beat = redis.call('ZSCORE', KEYS[3], ARGV[1])
+if beat and now - tonumber(beat) < tonumber(ARGV[2]) then
+  return {0}
+end
+local max_orphanings = tonumber(ARGV[3])
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+local poison = {}
+local requeued = 0
+for i = 1, #items do
+  local ok, job = pcall(cjson.decode, items[i])
+  local count = 0
+  if ok and type(job) == 'table' and type(job['jid']) == 'string' then
+    count = redis.call('HINCRBY', KEYS[4], job['jid'], 1)
+  end
+  if count > max_orphanings then
+    poison[#poison + 1] = items[i]
+  else
+    redis.call('RPUSH', KEYS[2], items[i])
+    requeued = requeued + 1
+  end
+end
+redis.call('DEL', KEYS[1])
+if #poison > 0 then
+  for i = 1, #poison do
+    redis.call('RPUSH', KEYS[1], poison[i])
+  end
+else
+  redis.call('SREM', KEYS[5], KEYS[1])
+end
+local result = {1, requeued}
+for i = 1, #poison do
+  result[#result + 1] = poison[i]
+end
+return result

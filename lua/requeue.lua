@@ -1,0 +1,18 @@
+-- requeue: on shutdown, put a process's unfinished jobs back on their queue in one atomic step.
+-- Jobs that finished but whose ack is still buffered are dropped first, in
+-- the same step, so they are not run again (seed 004, cogworker manager.rb).
+-- Requeued jobs go to the pop end (RPUSH), oldest nearest it, so they run
+-- next (Sidekiq's bulk_requeue).
+-- KEYS[1] = in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:inprogress registry SET
+-- ARGV = raw payloads whose ack is pending (removed, not requeued)
+-- Returns the number of jobs requeued.
+for i = 1, #ARGV do
+  redis.call('LREM', KEYS[1], -1, ARGV[i])
+end
+local items = redis.call('LRANGE', KEYS[1], 0, -1)
+for i = 1, #items do
+  redis.call('RPUSH', KEYS[2], items[i])
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[3], KEYS[1])
+return #items
