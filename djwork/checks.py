@@ -1,13 +1,15 @@
 """System checks: every bad ``settings.DJWORK`` value becomes an error with a hint.
 
-Ids are stable (``djwork.E001``...) and documented in docs/settings.md.
+Ids are stable (``djwork.E001``...) and documented in docs/settings.md; a new
+check gets a new id, an existing id is never reused for another meaning.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
@@ -17,6 +19,7 @@ from djwork.conf import DEFAULTS, parse_queues, user_settings
 
 QUEUE_NAME = re.compile(r"\A[a-z_:.\-0-9]+\Z", re.IGNORECASE)
 URL_SCHEMES = ("redis", "rediss", "unix")
+CAPSULE_KEYS = ("QUEUES", "CONCURRENCY")
 
 POSITIVE_NUMBERS = {
     "TIMEOUT": ("djwork.E006", "seconds running jobs get to finish on shutdown, e.g. 25", True),
@@ -41,32 +44,55 @@ POSITIVE_INTEGERS = {
     "RESULT_TTL": ("djwork.E011", "seconds a task result is kept, e.g. 86400"),
     "REDIS_MAX_ATTEMPTS": ("djwork.E011", "tries of an idempotent Redis block, e.g. 4"),
 }
+BOOLEANS = {
+    "STRICT_ARGS": "True rejects job arguments that don't survive a JSON round trip (Sidekiq's strict_args!).",
+    "LOG_JOBS": "True logs a start and a done/fail line per job.",
+}
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def check_redis_url(url: Any) -> list[Error]:
+def _is_integer(value: Any) -> bool:
+    # bool is an int subclass; CONCURRENCY=True is a typo, not 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _suggest(word: str, choices: Any) -> str | None:
+    """The closest known name to a misspelt or lowercase one, if any is close."""
+    normal = word.upper()
+    matches = difflib.get_close_matches(normal, list(choices), n=1, cutoff=0.75)
+    return matches[0] if matches else None
+
+
+def check_redis_url(url: Any, what: str = "DJWORK['REDIS_URL']") -> list[Error]:
     hint = "Use redis://[:password@]host:port/db, rediss://... for TLS, or unix:///path/redis.sock?db=0."
+
+    def error(problem: str) -> list[Error]:
+        return [Error(f"{what} {problem}", hint=hint, id="djwork.E002")]
+
     if not isinstance(url, str):
-        return [Error(f"DJWORK['REDIS_URL'] must be a string, got {type(url).__name__}.", hint=hint,
-                      id="djwork.E002")]
+        return error(f"must be a string, got {type(url).__name__}.")
     try:
         parsed = urlparse(url)
-        port = parsed.port
-    except ValueError as error:
-        return [Error(f"DJWORK['REDIS_URL'] {url!r} can't be parsed: {error}.", hint=hint, id="djwork.E002")]
+        parsed.port  # noqa: B018 - the property is what validates the port (digits, 0-65535)
+    except ValueError as problem:
+        return error(f"{url!r} can't be parsed: {problem}.")
     if parsed.scheme not in URL_SCHEMES:
-        return [Error(f"DJWORK['REDIS_URL'] {url!r} has scheme {parsed.scheme!r}.", hint=hint,
-                      id="djwork.E002")]
-    if parsed.scheme != "unix" and not parsed.hostname:
-        return [Error(f"DJWORK['REDIS_URL'] {url!r} names no host.", hint=hint, id="djwork.E002")]
-    db = parsed.path.lstrip("/")
-    if parsed.scheme != "unix" and db and not db.isdigit():
-        return [Error(f"DJWORK['REDIS_URL'] {url!r}: database {db!r} is not a number.", hint=hint,
-                      id="djwork.E002")]
-    del port
+        return error(f"{url!r} has scheme {parsed.scheme!r}, not one of {', '.join(URL_SCHEMES)}.")
+    if parsed.scheme == "unix":
+        if not parsed.path:
+            return error(f"{url!r} names no socket path.")
+    elif not parsed.hostname:
+        return error(f"{url!r} names no host.")
+    db = parsed.path.lstrip("/") if parsed.scheme != "unix" else ""
+    if db and not db.isdigit():
+        return error(f"{url!r}: database {db!r} is not a number.")
+    # redis-py also reads ?db=N, for every scheme, and int()s it when the pool is built.
+    for query_db in parse_qs(parsed.query).get("db", []):
+        if not query_db.isdigit():
+            return error(f"{url!r}: database {query_db!r} is not a number.")
     return []
 
 
@@ -84,7 +110,11 @@ def check_cache(alias: Any) -> list[Error]:
     location = caches[alias].get("LOCATION")
     if isinstance(location, (list, tuple)):
         location = location[0] if location else None
-    return check_redis_url(location)
+    if not location:
+        return [Error(f"settings.CACHES[{alias!r}] has no LOCATION, so djwork can't tell which Redis to use.",
+                      hint="Set LOCATION to a redis:// URL, or remove CACHE and set REDIS_URL.",
+                      id="djwork.E003")]
+    return check_redis_url(location, f"settings.CACHES[{alias!r}]['LOCATION'] (used via DJWORK['CACHE'])")
 
 
 def check_queue_list(value: Any, where: str) -> list[Error]:
@@ -100,7 +130,7 @@ def check_queue_list(value: Any, where: str) -> list[Error]:
                             id="djwork.E005"))
     for name, weight in queues:
         if not QUEUE_NAME.match(name):
-            errors.append(Error(f"{where}: queue name {name!r} has characters outside [a-z0-9_:.-].",
+            errors.append(Error(f"{where}: queue name {name!r} is empty or has characters outside [a-z0-9_:.-].",
                                 hint="Sidekiq's Web UI and djwork's dashboard only address such names.",
                                 id="djwork.E005"))
         if weight < 0:
@@ -109,6 +139,7 @@ def check_queue_list(value: Any, where: str) -> list[Error]:
 
 
 def check_importables(key: str, value: Any) -> list[Error]:
+    hint = "Give a dotted path to a class or function (e.g. 'myapp.middleware.Tracing') or the object itself."
     if not isinstance(value, (list, tuple)):
         return [Error(f"DJWORK[{key!r}] must be a list of dotted paths or callables.",
                       hint="e.g. ['myapp.middleware.Tracing']", id="djwork.E008")]
@@ -116,12 +147,46 @@ def check_importables(key: str, value: Any) -> list[Error]:
     for entry in value:
         if isinstance(entry, str):
             try:
-                import_string(entry)
-            except ImportError as error:
+                entry_object = import_string(entry)
+            except Exception as error:  # a module that fails at import must be reported, not crash `check`
                 errors.append(Error(f"DJWORK[{key!r}]: {entry!r} can't be imported: {error}.",
-                                    hint="Check the dotted path.", id="djwork.E008"))
-        elif not callable(entry):
-            errors.append(Error(f"DJWORK[{key!r}]: {entry!r} is not callable.", hint="", id="djwork.E008"))
+                                    hint=f"Check the dotted path. {hint}", id="djwork.E008"))
+                continue
+        else:
+            entry_object = entry
+        if not callable(entry_object):
+            errors.append(Error(f"DJWORK[{key!r}]: {entry!r} is not callable.", hint=hint, id="djwork.E008"))
+    return errors
+
+
+def check_capsules(capsules: Any) -> list[Error]:
+    example = "e.g. {'single': {'QUEUES': ['serial'], 'CONCURRENCY': 1}}"
+    if not isinstance(capsules, dict):
+        return [Error("DJWORK['CAPSULES'] must be a dict of name -> {'QUEUES': [...], 'CONCURRENCY': n}.",
+                      hint=example, id="djwork.E009")]
+    errors = []
+    for name, spec in capsules.items():
+        where = f"DJWORK['CAPSULES'][{name!r}]"
+        if not isinstance(name, str) or not QUEUE_NAME.match(name) or name == "default":
+            # 'default' is the capsule built from the top-level QUEUES/CONCURRENCY.
+            errors.append(Error(f"{where}: capsule names must be non-empty [a-z0-9_:.-] strings other than "
+                                "'default'.", hint=example, id="djwork.E009"))
+            continue
+        if not isinstance(spec, dict):
+            errors.append(Error(f"{where} must be a dict, got {type(spec).__name__}.", hint=example,
+                                id="djwork.E009"))
+            continue
+        for key in spec:
+            if key not in CAPSULE_KEYS:
+                close = _suggest(str(key), CAPSULE_KEYS)
+                errors.append(Error(f"{where} has an unknown key {key!r}.",
+                                    hint=f"Did you mean {close!r}?" if close else
+                                    f"A capsule takes only {', '.join(CAPSULE_KEYS)}.", id="djwork.E009"))
+        errors += check_queue_list(spec.get("QUEUES"), f"{where}['QUEUES']")
+        concurrency = spec.get("CONCURRENCY", 1)
+        if not _is_integer(concurrency) or concurrency < 1:
+            errors.append(Error(f"{where}['CONCURRENCY'] must be an integer >= 1, got {concurrency!r}.",
+                                hint="e.g. 1 for a serial queue", id="djwork.E009"))
     return errors
 
 
@@ -129,15 +194,15 @@ def check_importables(key: str, value: Any) -> list[Error]:
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warning]:
     raw = getattr(settings, "DJWORK", {})
     if not isinstance(raw, dict):
-        return [Error("settings.DJWORK must be a dict.", hint="DJWORK = {'REDIS_URL': 'redis://...'}",
-                      id="djwork.E000")]
+        return [Error(f"settings.DJWORK must be a dict, got {type(raw).__name__}.",
+                      hint="DJWORK = {'REDIS_URL': 'redis://...'}", id="djwork.E000")]
     values = {**DEFAULTS, **user_settings()}
     errors: list[Error | Warning] = []
     for key in raw:
         if key not in DEFAULTS:
-            close = [known for known in DEFAULTS if known.replace("_", "") == str(key).upper().replace("_", "")]
+            close = _suggest(str(key), DEFAULTS)
             errors.append(Error(f"DJWORK has an unknown key {key!r}.",
-                                hint=f"Did you mean {close[0]!r}?" if close else
+                                hint=f"Did you mean {close!r}?" if close else
                                 f"Known keys: {', '.join(sorted(DEFAULTS))}.",
                                 id="djwork.E001"))
     if values["CACHE"] is not None:
@@ -147,32 +212,32 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
                                   hint="Remove one of them.", id="djwork.W001"))
     else:
         errors += check_redis_url(values["REDIS_URL"])
+    options = values["REDIS_OPTIONS"]
+    if not isinstance(options, dict) or not all(isinstance(key, str) for key in options):
+        errors.append(Error(f"DJWORK['REDIS_OPTIONS'] must be a dict of redis-py connection keyword arguments, "
+                            f"got {options!r}.", hint="e.g. {'ssl_cert_reqs': 'required'}", id="djwork.E019"))
     for key, (check_id, hint) in POSITIVE_INTEGERS.items():
         value = values[key]
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not _is_integer(value) or value < 1:
             errors.append(Error(f"DJWORK[{key!r}] must be an integer >= 1, got {value!r}.", hint=hint,
                                 id=check_id))
+    max_retries = values["MAX_RETRIES"]
+    if not _is_integer(max_retries) or max_retries < 0:
+        errors.append(Error(f"DJWORK['MAX_RETRIES'] must be an integer >= 0, got {max_retries!r}.",
+                            hint="Retries before a failing job goes to the dead set, e.g. 25; 0 disables retries.",
+                            id="djwork.E020"))
     for key, (check_id, hint, zero_ok) in POSITIVE_NUMBERS.items():
         value = values[key]
         if not _is_number(value) or value < 0 or (value == 0 and not zero_ok):
             errors.append(Error(f"DJWORK[{key!r}] must be a positive number, got {value!r}.", hint=hint,
                                 id=check_id))
+    poll = values["POLL_INTERVAL_AVERAGE"]
+    if poll is not None and (not _is_number(poll) or poll <= 0):
+        errors.append(Error(f"DJWORK['POLL_INTERVAL_AVERAGE'] must be None or a positive number, got {poll!r}.",
+                            hint="None scales the scheduler's poll with the number of processes (Sidekiq's "
+                                 "default); a number fixes it in seconds.", id="djwork.E018"))
     errors += check_queue_list(values["QUEUES"], "DJWORK['QUEUES']")
-    capsules = values["CAPSULES"]
-    if not isinstance(capsules, dict):
-        errors.append(Error("DJWORK['CAPSULES'] must be a dict of name -> {'QUEUES': [...], 'CONCURRENCY': n}.",
-                            hint="e.g. {'single': {'QUEUES': ['serial'], 'CONCURRENCY': 1}}", id="djwork.E009"))
-    else:
-        for name, spec in capsules.items():
-            if name == "default" or not isinstance(spec, dict):
-                errors.append(Error(f"DJWORK['CAPSULES'][{name!r}] must be a dict and not be named 'default'.",
-                                    hint="e.g. {'QUEUES': ['serial'], 'CONCURRENCY': 1}", id="djwork.E009"))
-                continue
-            errors += check_queue_list(spec.get("QUEUES"), f"DJWORK['CAPSULES'][{name!r}]['QUEUES']")
-            concurrency = spec.get("CONCURRENCY", 1)
-            if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-                errors.append(Error(f"DJWORK['CAPSULES'][{name!r}]['CONCURRENCY'] must be an integer >= 1.",
-                                    hint="e.g. 1 for a serial queue", id="djwork.E009"))
+    errors += check_capsules(values["CAPSULES"])
     if values["FETCH"] not in ("reliable", "basic"):
         errors.append(Error(f"DJWORK['FETCH'] must be 'reliable' or 'basic', got {values['FETCH']!r}.",
                             hint="'reliable' (the default) never loses a job when a worker dies.",
@@ -195,7 +260,20 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
             hint="A live process that missed one beat would otherwise have its running jobs recovered "
                  "and run twice.", id="djwork.E013"))
     pool_size = values["POOL_SIZE"]
-    if pool_size is not None and (not isinstance(pool_size, int) or isinstance(pool_size, bool) or pool_size < 2):
+    if pool_size is not None and (not _is_integer(pool_size) or pool_size < 2):
         errors.append(Error(f"DJWORK['POOL_SIZE'] must be None or an integer >= 2, got {pool_size!r}.",
                             hint="None sizes the pools from CONCURRENCY.", id="djwork.E014"))
+    labels = values["LABELS"]
+    if not isinstance(labels, (list, tuple)) or not all(isinstance(label, str) for label in labels):
+        # A bare string would become one label per character.
+        errors.append(Error(f"DJWORK['LABELS'] must be a list of strings, got {labels!r}.",
+                            hint="e.g. ['blue', 'eu-west']; shown on the dashboard's process list.",
+                            id="djwork.E015"))
+    if not isinstance(values["TAG"], str):
+        errors.append(Error(f"DJWORK['TAG'] must be a string, got {values['TAG']!r}.",
+                            hint="e.g. 'myapp'; shown in the process title and on the dashboard.", id="djwork.E016"))
+    for key, hint in BOOLEANS.items():
+        if not isinstance(values[key], bool):
+            errors.append(Error(f"DJWORK[{key!r}] must be True or False, got {values[key]!r}.", hint=hint,
+                                id="djwork.E017"))
     return errors

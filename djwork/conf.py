@@ -165,6 +165,16 @@ def _integer(value: Any, default: int) -> int:
         return default
 
 
+def _sequence(value: Any) -> tuple[Any, ...]:
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    return ()
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return dict(value) if isinstance(value, dict) else {}
+
+
 def build_config(overrides: dict[str, Any] | None = None) -> Config:
     """Merge DEFAULTS, settings.DJWORK and ``overrides``; bad values fall back to defaults.
 
@@ -190,7 +200,7 @@ def build_config(overrides: dict[str, Any] | None = None) -> Config:
     return Config(
         redis_url=str(raw["REDIS_URL"]),
         cache=raw["CACHE"],
-        redis_options=dict(raw["REDIS_OPTIONS"] or {}),
+        redis_options=_mapping(raw["REDIS_OPTIONS"]),
         concurrency=concurrency,
         queues=queues,
         capsules=tuple(capsules),
@@ -217,12 +227,12 @@ def build_config(overrides: dict[str, Any] | None = None) -> Config:
         dead_timeout=_number(raw["DEAD_TIMEOUT"], 180 * 24 * 3600),
         history_max_length=_integer(raw["HISTORY_MAX_LENGTH"], 10_000),
         result_ttl=_integer(raw["RESULT_TTL"], 24 * 3600),
-        client_middleware=tuple(raw["CLIENT_MIDDLEWARE"] or ()),
-        server_middleware=tuple(raw["SERVER_MIDDLEWARE"] or ()),
-        aliases=dict(raw["ALIASES"] or {}) if isinstance(raw["ALIASES"], dict) else {},
+        client_middleware=_sequence(raw["CLIENT_MIDDLEWARE"]),
+        server_middleware=_sequence(raw["SERVER_MIDDLEWARE"]),
+        aliases=_mapping(raw["ALIASES"]),
         strict_args=bool(raw["STRICT_ARGS"]),
         tag=str(raw["TAG"] or ""),
-        labels=tuple(raw["LABELS"] or ()),
+        labels=tuple(str(label) for label in _sequence(raw["LABELS"])),
         log_jobs=bool(raw["LOG_JOBS"]),
         fetch_timeout=_number(raw["FETCH_TIMEOUT"], 2.0),
         raw=raw,

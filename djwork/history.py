@@ -15,7 +15,9 @@ import logging
 import threading
 from typing import Any
 
-from djwork import keys
+import orjson
+
+from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.worker.component import PeriodicComponent
 
@@ -23,6 +25,8 @@ logger = logging.getLogger("djwork.history")
 
 FLUSH_INTERVAL = 0.25
 MAX_BUFFER = 50_000
+FIELDS = ("jid", "class", "queue", "status", "started", "duration_ms", "error_class", "error_message", "identity")
+FIELD_NAMES_JSON = orjson.dumps(FIELDS)
 
 
 class HistoryRecorder(PeriodicComponent):
@@ -32,7 +36,7 @@ class HistoryRecorder(PeriodicComponent):
         super().__init__()
         self.identity = identity
         self.max_length = max_length
-        self._buffer: list[dict[str, str]] = []
+        self._buffer: list[tuple[str, str, str, str, float, float, str, str]] = []
         self._buffer_lock = threading.Lock()
 
     def interval(self) -> float:
@@ -40,11 +44,9 @@ class HistoryRecorder(PeriodicComponent):
 
     def record(self, jid: str, class_name: str, queue: str, status: str, started: float,
                duration_ms: float, error_class: str = "", error_message: str = "") -> None:
-        entry = {
-            "jid": jid or "", "class": class_name, "queue": queue, "status": status,
-            "started": f"{started:.6f}", "duration_ms": f"{duration_ms:.3f}",
-            "error_class": error_class, "error_message": error_message[:1000], "identity": self.identity,
-        }
+        # Kept raw (a tuple, formatted at flush time): this runs on the
+        # processor thread for every job.
+        entry = (jid or "", class_name, queue, status, started, duration_ms, error_class, error_message)
         with self._buffer_lock:
             if len(self._buffer) < MAX_BUFFER:
                 self._buffer.append(entry)
@@ -58,11 +60,15 @@ class HistoryRecorder(PeriodicComponent):
         if not entries:
             return
 
+        records = [
+            (jid, class_name, queue, status, f"{started:.6f}", f"{duration_ms:.3f}", error_class,
+             error_message[:1000], self.identity)
+            for jid, class_name, queue, status, started, duration_ms, error_class, error_message in entries
+        ]
+        args = [self.max_length, FIELD_NAMES_JSON, orjson.dumps(records)]
+
         def write(conn: Any) -> None:
-            pipe = conn.pipeline(transaction=False)
-            for entry in entries:
-                pipe.xadd(keys.HISTORY, entry, maxlen=self.max_length, approximate=True)
-            pipe.execute()
+            scripts.evaluate(conn, "history_append", [keys.HISTORY], args)
 
         try:
             redis_layer.run(write)

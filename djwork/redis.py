@@ -14,8 +14,11 @@ provably safe:
   one completed reply voids the proof for everything before the failing
   command;
 * READONLY / failover replies: once, immediately, after dropping the pool's
-  connections so the next dial reaches the new primary;
-* pool exhaustion (no connection free within ``POOL_TIMEOUT``): once.
+  idle connections so the next dial reaches the new primary — and, for a
+  non-idempotent block, only if no *other* round trip completed first (the
+  failover reply itself is a refusal, not a round trip);
+* pool exhaustion (no connection free within ``POOL_TIMEOUT``): once, and
+  under the same "no round trip yet" rule for a non-idempotent block.
 
 redis-py's own retry is switched off on every pool (``Retry(NoBackoff(), 0)``),
 because it re-sends the in-flight command after a reconnect — exactly the
@@ -49,8 +52,8 @@ from urllib.parse import urlparse
 
 import redis as redis_py
 from redis.backoff import NoBackoff
+from redis.exceptions import BusyLoadingError, MasterDownError, ReadOnlyError, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import ReadOnlyError, RedisError, ResponseError
 from redis.retry import Retry
 
 logger = logging.getLogger("djwork.redis")
@@ -71,11 +74,29 @@ class RedisReplayRefused(RedisConnectionError):
     """A connection error hit a block that may already have applied, so it was not replayed."""
 
 
+def _is_failover_reply(error: BaseException) -> bool:
+    """An error reply by which the server refused a command *before running it*: role change, loading, quorum.
+
+    redis-py strips the code from the message of the replies it maps to a
+    class (READONLY, LOADING, MASTERDOWN), so those are recognised by class
+    or ``status_code``; unmapped ones (NOREPLICAS, UNBLOCKED) by prefix.
+    """
+    if isinstance(error, (ReadOnlyError, BusyLoadingError, MasterDownError)):
+        return True
+    if getattr(error, "status_code", None) in FAILOVER_PREFIXES:
+        return True
+    return isinstance(error, ResponseError) and str(error).startswith(FAILOVER_PREFIXES)
+
+
 _odometer = threading.local()
 
 
 def round_trips() -> int:
-    """Replies this thread has read from Redis, over its whole life (monotonic)."""
+    """Replies to commands this thread has read from Redis, over its whole life (monotonic).
+
+    Handshake replies (HELLO, CLIENT SETNAME, ... while dialing) and failover
+    refusals (READONLY, LOADING, ...) are not counted: neither ran a command of ours.
+    """
     return getattr(_odometer, "count", 0)
 
 
@@ -89,25 +110,45 @@ class _RoundTripCounting:
     """
 
     round_trips = 0
+    _dialing = False
 
     def connect(self, *args: Any, **kwargs: Any) -> None:
+        self._dial(super().connect, *args, **kwargs)  # type: ignore[misc]
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        # redis-py >= 6 re-dials through this (not connect()) when a command
+        # finds the socket gone; it is connect phase all the same.
+        self._dial(super().connect_check_health, *args, **kwargs)  # type: ignore[misc]
+
+    def _dial(self, method: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        # The handshake's replies are not round trips of the caller's block: a
+        # dial that dies after CLIENT SETNAME answered has still not sent the
+        # block's command, so it must stay a replayable connect-phase failure.
+        outer, self._dialing = self._dialing, True
         try:
-            super().connect(*args, **kwargs)  # type: ignore[misc]
+            method(*args, **kwargs)
         except ConnectPhaseError:
             raise
         except (RedisError, OSError) as error:
             raise ConnectPhaseError(f"connect failed: {error}") from error
+        finally:
+            self._dialing = outer
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
             response = super().read_response(*args, **kwargs)  # type: ignore[misc]
-        except ResponseError:
-            self._count()
+        except ResponseError as error:
+            # A failover refusal proves that command did not run; counting it
+            # would turn every READONLY into "dirty" and void the failover retry.
+            if not _is_failover_reply(error):
+                self._count()
             raise
         self._count()
         return response
 
     def _count(self) -> None:
+        if self._dialing:
+            return
         self.round_trips += 1
         _odometer.count = getattr(_odometer, "count", 0) + 1
 
@@ -335,6 +376,14 @@ class _Attempt:
         layer = state.layer
         make_event = lambda kind, why: RedisEvent(  # noqa: E731
             kind, why, error, state.number, state.purpose, state.idempotent)
+        safe = state.idempotent or (not dirty and reason in ("connect", "failover", "pool"))
+        if not safe:
+            # Pool exhaustion proves only the *failing* command never left; an
+            # earlier completed round trip of the block may have applied, so a
+            # replay could double it — same rule as connect phase.
+            layer.notify(make_event("refused", "unsafe"))
+            state.done = True
+            return False
         if reason == "pool":
             if state.pool_retried:
                 layer.notify(make_event("gave_up", "pool"))
@@ -344,11 +393,6 @@ class _Attempt:
             layer.notify(make_event("retry", "pool"))
             time.sleep(random.uniform(0.01, 0.05))
             return True
-        safe = state.idempotent or (not dirty and reason in ("connect", "failover"))
-        if not safe:
-            layer.notify(make_event("refused", "unsafe"))
-            state.done = True
-            return False
         if reason == "failover":
             if state.failover_retried:
                 layer.notify(make_event("gave_up", "failover"))
@@ -356,7 +400,10 @@ class _Attempt:
                 return False
             state.failover_retried = True
             layer.notify(make_event("retry", "failover"))
-            layer.client(state.purpose).connection_pool.disconnect()
+            # Idle connections only (ours was released before we got here):
+            # closing sockets other threads are mid-command on would fail their
+            # commands after they may have applied (and cut blocking fetches).
+            layer.client(state.purpose).connection_pool.disconnect(inuse_connections=False)
             return True
         if state.number >= layer.config.redis_max_attempts:
             layer.notify(make_event("gave_up", "idempotent" if state.idempotent else "connect"))
@@ -370,9 +417,7 @@ class _Attempt:
     def _classify(error: BaseException) -> str | None:
         if isinstance(error, PoolExhaustedError):
             return "pool"
-        if isinstance(error, ReadOnlyError) or (
-            isinstance(error, ResponseError) and str(error).startswith(FAILOVER_PREFIXES)
-        ):
+        if _is_failover_reply(error):
             return "failover"
         if isinstance(error, ConnectPhaseError):
             return "connect"

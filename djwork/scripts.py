@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from redis.exceptions import NoScriptError
+
+# A script is named by its file's basename; anything path-like would let a
+# caller-supplied name read some other .lua file on disk.
+SCRIPT_NAME = re.compile(r"\A[A-Za-z0-9_]+\Z")
 
 
 class UnknownScriptError(LookupError):
@@ -27,6 +32,8 @@ def script_directory() -> Path:
 
 @functools.cache
 def source(name: str) -> str:
+    if not isinstance(name, str) or not SCRIPT_NAME.match(name):
+        raise UnknownScriptError(f"{name!r} is not a Lua script name (the basename of a file in lua/)")
     path = script_directory() / f"{name}.lua"
     if not path.is_file():
         raise UnknownScriptError(f"no Lua script named {name!r} in {script_directory()}")

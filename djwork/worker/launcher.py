@@ -113,10 +113,15 @@ class Launcher:
             self._processed = self._failed = 0
         return counts
 
-    @staticmethod
-    def thread_id() -> str:
-        """Sidekiq's tid: base36 of the thread id xor the pid."""
-        return base36(threading.get_ident() ^ os.getpid())
+    _thread_ids = threading.local()
+
+    @classmethod
+    def thread_id(cls) -> str:
+        """Sidekiq's tid: base36 of the thread id xor the pid (computed once per thread)."""
+        tid = getattr(cls._thread_ids, "tid", None)
+        if tid is None:
+            tid = cls._thread_ids.tid = base36(threading.get_ident() ^ os.getpid())
+        return tid
 
     @property
     def busy(self) -> int:

@@ -30,6 +30,7 @@ logger = logging.getLogger("djwork.worker")
 
 FETCH_ERROR_PAUSE = 1.0
 PAUSED_RECHECK = 2.0
+BATCH_WAIT = 0.002
 
 
 class Manager:
@@ -53,6 +54,8 @@ class Manager:
         self.stopping = False
         self.abandoned = False  # set at the deadline: late finishers must not ack requeued jobs
         self.needs_reconcile = False
+        self.backlog = False  # the last fetch filled every free slot: more jobs are likely waiting
+        self.batch_minimum = max(1, capsule.concurrency // 2)
         self.processors: set[threading.Thread] = set()
         self.dispatcher: threading.Thread | None = None
         self.waiters: list[threading.Thread] = []
@@ -169,7 +172,10 @@ class Manager:
             if self.running[unit.raw] <= 0:
                 del self.running[unit.raw]
             self.free += 1
-            self.condition.notify_all()
+            # Wake the dispatcher only when it can act: while a backlog is being
+            # batched it is waiting for batch_minimum free slots anyway.
+            if not self.backlog or self.free >= self.batch_minimum or self.quieted or self.stopping:
+                self.condition.notify_all()
 
     def acknowledge(self, unit: UnitOfWork, jid: str) -> None:
         """The job is done (succeeded, expired, or filed elsewhere): remove it with the next fetch."""
@@ -190,6 +196,13 @@ class Manager:
                     self.condition.wait()
                 if self.stopping:
                     return
+                if self.backlog and not self.quieted and self.free < self.batch_minimum:
+                    # The queue had more than we could take: let a few more slots
+                    # free up, so a busy worker pays one fetch per batch, not one
+                    # per job. Bounded, so a lone free slot waits at most BATCH_WAIT.
+                    self.condition.wait(BATCH_WAIT)
+                    if self.stopping:
+                        return
                 limit = 0 if self.quieted else self.free
                 acks, self.pending_acks = self.pending_acks, []
             if self.needs_reconcile and not self._reconcile(acks):
@@ -204,6 +217,7 @@ class Manager:
                 self.needs_reconcile = True
                 self._pause_after_error()
                 continue
+            self.backlog = len(units) >= limit > 0
             if units:
                 self.want_jobs.clear()
                 self._hand_out(units)

@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
+from django.db.backends.signals import connection_created
 
 from djwork import keys, scripts
 from djwork import redis as redis_layer
@@ -38,6 +39,27 @@ UNKNOWN_CLASS_ERROR = "djwork.UnknownJobClass"
 
 class UnknownJobClass(LookupError):
     pass
+
+
+_database_use = threading.local()
+
+
+def _note_database_use(sender: Any, connection: Any, **kwargs: Any) -> None:
+    _database_use.seen = True
+
+
+connection_created.connect(_note_database_use, dispatch_uid="djwork.worker.processor.database-use")
+
+
+def close_stale_connections() -> None:
+    """close_old_connections(), skipped in threads that never opened a database connection.
+
+    Django's connections are per thread, so a thread that never opened one
+    has nothing to close; skipping saves the lookups on every job that never
+    touches the database.
+    """
+    if getattr(_database_use, "seen", False):
+        close_old_connections()
 
 
 class Executor:
@@ -115,7 +137,7 @@ class Executor:
         clock = time.perf_counter()
         error: BaseException | None = None
         try:
-            close_old_connections()
+            close_stale_connections()
             result = self._invoke(payload, target, unit.queue, jid)
         except BaseException as caught:
             if isinstance(caught, (KeyboardInterrupt, SystemExit)):
@@ -124,7 +146,7 @@ class Executor:
             result = None
         finally:
             try:
-                close_old_connections()
+                close_stale_connections()
             except Exception:
                 logger.exception("djwork: close_old_connections failed after a job")
             self.launcher.work_state.pop(tid, None)

@@ -1,0 +1,72 @@
+"""Shared benchmark plumbing: a private redis-server and a Django setup pointing at it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from djwork.testing.redis_server import RedisServer  # noqa: E402
+
+
+def start_redis() -> RedisServer:
+    server = RedisServer().start()
+    os.environ["BENCH_REDIS_URL"] = server.url
+    return server
+
+
+def setup_django() -> None:
+    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.settings"
+    import django
+
+    django.setup()
+
+
+def start_worker(concurrency: int = 10, processes: int = 1, extra: list[str] | None = None) -> subprocess.Popen:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.settings", "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, str(ROOT / "manage.py"), "runworkers", "-c", str(concurrency), "-q", "bench"]
+    if processes > 1:
+        command += ["--processes", str(processes)]
+    return subprocess.Popen(command + (extra or []), cwd=ROOT, env=env)
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def rss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.01) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def table(rows: list[tuple[str, str]], title: str) -> str:
+    width = max(len(name) for name, _ in rows)
+    lines = [title, "-" * len(title)]
+    lines += [f"{name.ljust(width)}  {value}" for name, value in rows]
+    return "\n".join(lines)

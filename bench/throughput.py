@@ -1,0 +1,102 @@
+"""Drain throughput and pickup latency of `runworkers` (a benchmark, not a test).
+
+    ./dev bench throughput [--jobs 20000] [--concurrency 10] [--processes 1] [--rate 200] [--probes 1000]
+
+Starts a private redis-server, pre-loads --jobs jobs whose body is one INCR,
+starts a worker and times from its first job to its last; then, with the
+worker idle, pushes probe jobs at --rate per second and reports how long each
+waited before it started (p50/p95/p99). Prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from common import rss_kb, setup_django, start_redis, start_worker, stop_worker, table, wait_for
+
+
+def drain(jobs: int, concurrency: int, processes: int) -> tuple[float, int]:
+    import redis
+
+    from bench.jobs import incr
+
+    client = redis.Redis.from_url(__import__("os").environ["BENCH_REDIS_URL"])
+    client.flushdb()
+    for start in range(0, jobs, 10_000):
+        incr.delay_many([()] * min(10_000, jobs - start))
+    worker = start_worker(concurrency, processes)
+    try:
+        wait_for(lambda: int(client.get("bench:counter") or 0) > 0, 60, 0.001)
+        began = time.perf_counter()
+        done = wait_for(lambda: int(client.get("bench:counter") or 0) >= jobs, 300, 0.005)
+        elapsed = time.perf_counter() - began
+        if not done:
+            raise SystemExit(f"drain incomplete: {client.get('bench:counter')} of {jobs}")
+        rss = rss_kb(worker.pid)
+        return jobs / elapsed, rss
+    finally:
+        stop_worker(worker)
+
+
+def latency(rate: float, probes: int, concurrency: int) -> list[float]:
+    import os
+
+    import redis
+
+    from bench.jobs import probe
+
+    client = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
+    client.flushdb()
+    worker = start_worker(concurrency)
+    try:
+        wait_for(lambda: client.scard("processes") > 0, 30)
+        time.sleep(0.5)
+        interval = 1.0 / rate
+        next_at = time.perf_counter()
+        for _ in range(probes):
+            now = time.perf_counter()
+            if now < next_at:
+                time.sleep(next_at - now)
+            probe.delay(time.time())
+            next_at += interval
+        wait_for(lambda: client.llen("bench:latency") >= probes, 60)
+        return sorted(float(value) * 1000 for value in client.lrange("bench:latency", 0, -1))
+    finally:
+        stop_worker(worker)
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * fraction))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--rate", type=float, default=200)
+    parser.add_argument("--probes", type=int, default=1000)
+    parser.add_argument("--skip-latency", action="store_true")
+    args = parser.parse_args()
+    server = start_redis()
+    try:
+        setup_django()
+        rate, rss = drain(args.jobs, args.concurrency, args.processes)
+        rows = [
+            (f"drain, {args.processes} process(es), -c {args.concurrency}, {args.jobs:,} jobs", f"{rate:,.0f} jobs/s"),
+            ("worker RSS after the drain", f"{rss / 1024:.1f} MB"),
+        ]
+        if not args.skip_latency:
+            values = latency(args.rate, args.probes, args.concurrency)
+            rows.append((f"pickup latency at {args.rate:.0f} jobs/s, p50 / p95 / p99",
+                         f"{percentile(values, .5):.2f} / {percentile(values, .95):.2f} / "
+                         f"{percentile(values, .99):.2f} ms (mean {statistics.mean(values):.2f})"))
+        print(table(rows, "djwork throughput (reliable fetch)"))
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
