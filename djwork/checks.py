@@ -221,6 +221,14 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
         if not _is_integer(value) or value < 1:
             errors.append(Error(f"DJWORK[{key!r}] must be an integer >= 1, got {value!r}.", hint=hint,
                                 id=check_id))
+    if values["UNKNOWN_CLASS"] not in ("dead", "retry"):
+        errors.append(Error(f"DJWORK['UNKNOWN_CLASS'] must be 'dead' or 'retry', got {values['UNKNOWN_CLASS']!r}.",
+                            hint="'retry' lets a worker that knows the class (e.g. a Ruby Sidekiq process on the same "
+                                 "queues) get the job later; 'dead' files it at once.", id="djwork.E021"))
+    health_port = values["HEALTH_PORT"]
+    if health_port is not None and (not _is_integer(health_port) or not 0 < health_port < 65536):
+        errors.append(Error(f"DJWORK['HEALTH_PORT'] must be None or a TCP port, got {health_port!r}.",
+                            hint="e.g. 8081; /live and /ready are served there (off when None).", id="djwork.E022"))
     max_retries = values["MAX_RETRIES"]
     if not _is_integer(max_retries) or max_retries < 0:
         errors.append(Error(f"DJWORK['MAX_RETRIES'] must be an integer >= 0, got {max_retries!r}.",

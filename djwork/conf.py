@@ -53,6 +53,8 @@ DEFAULTS: dict[str, Any] = {
     "LABELS": [],
     "LOG_JOBS": True,
     "FETCH_TIMEOUT": 2.0,
+    "UNKNOWN_CLASS": "dead",
+    "HEALTH_PORT": None,
 }
 
 
@@ -111,6 +113,8 @@ class Config:
     labels: tuple[str, ...]
     log_jobs: bool
     fetch_timeout: float
+    unknown_class: str
+    health_port: int | None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -235,6 +239,8 @@ def build_config(overrides: dict[str, Any] | None = None) -> Config:
         labels=tuple(str(label) for label in _sequence(raw["LABELS"])),
         log_jobs=bool(raw["LOG_JOBS"]),
         fetch_timeout=_number(raw["FETCH_TIMEOUT"], 2.0),
+        unknown_class="retry" if raw["UNKNOWN_CLASS"] == "retry" else "dead",
+        health_port=raw["HEALTH_PORT"] if _integer(raw["HEALTH_PORT"], 0) > 0 else None,
         raw=raw,
     )
 

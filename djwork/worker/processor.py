@@ -214,7 +214,7 @@ class Executor:
                         error: BaseException, job: Job | None, started: float, elapsed_ms: float,
                         unknown: bool = False) -> None:
         self.launcher.count(processed=1, failed=1)
-        if unknown and self.config.raw.get("UNKNOWN_CLASS", "dead") == "dead":
+        if unknown and self.config.unknown_class == "dead":
             decision = decide({**payload, "retry": 0}, error, None, unit.queue, self.config.max_retries)
             decision = Decision("dead", decision.payload, decision.score)
             error_class = UNKNOWN_CLASS_ERROR
