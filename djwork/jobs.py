@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from djwork import client
 from djwork.conf import get_config
-from djwork.payload import ArgumentError, build, check_json_native
+from djwork.payload import ArgumentError, build, check_json_native, is_json_native
 
 registry: dict[str, Job] = {}
 
@@ -133,6 +133,33 @@ def _seconds(interval: dt.timedelta | float | int) -> float:
     return interval.total_seconds() if isinstance(interval, dt.timedelta) else float(interval)
 
 
+def _check_retry(value: Any, where: str) -> bool | int:
+    """``retry`` is True, False or an Integer on the wire (WIRE.md J5): refuse anything else."""
+    if isinstance(value, int):  # bool is an int
+        return value
+    raise TypeError(f"{where}: retry must be True, False or a number of retries, got {value!r}")
+
+
+def _check_payload_options(options: dict[str, Any], where: str) -> None:
+    """The Sidekiq options copied into the payload must have the types Sidekiq reads (WIRE.md section 2)."""
+    tags = options.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        raise TypeError(f"{where}: tags must be a list of strings (WIRE.md J9), got {tags!r}")
+    backtrace = options.get("backtrace")
+    if backtrace is not None and not isinstance(backtrace, int):
+        raise TypeError(f"{where}: backtrace must be True, False or a number of lines, got {backtrace!r}")
+    dead = options.get("dead")
+    if dead is not None and not isinstance(dead, bool):
+        raise TypeError(f"{where}: dead must be True or False, got {dead!r}")
+    retry_queue = options.get("retry_queue")
+    if retry_queue is not None and not isinstance(retry_queue, str):
+        raise TypeError(f"{where}: retry_queue must be a queue name, got {retry_queue!r}")
+    retry_for = options.get("retry_for")
+    if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, int)
+                                  or not 0 < retry_for < ABSOLUTE_EPOCH_THRESHOLD):
+        raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
+
+
 class Job:
     """A function registered as a djwork job. Calling it runs it inline."""
 
@@ -150,9 +177,7 @@ class Job:
         self.queue = queue
         if retry is None:
             retry = max_retries if max_retries is not None else True
-        if isinstance(retry, bool) or not isinstance(retry, int):
-            retry = bool(retry)
-        self.retry = retry
+        self.retry = _check_retry(retry, self.name)
         self.max_retries = max_retries if max_retries is not None else (
             None if retry is True else (0 if retry is False else retry))
         self.bind = bind
@@ -168,8 +193,7 @@ class Job:
                 "retry_queue": retry_queue, "retry_for": retry_for,
             }.items() if value is not None
         }
-        if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
-            raise TypeError("tags must be a list of strings (WIRE.md J9)")
+        _check_payload_options(self.options, self.name)
         self.is_async = inspect.iscoroutinefunction(func)
         self.signature = inspect.signature(func)
         parameters = list(self.signature.parameters.values())
@@ -182,6 +206,15 @@ class Job:
             p.name for p in parameters
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
+        # Fast arity check for the common signature (plain positional-or-keyword
+        # parameters, required ones first): a dozen dict lookups instead of
+        # Signature.bind; any other shape, or any refusal, goes through bind,
+        # which raises Python's own message.
+        self._plain_names: tuple[str, ...] | None = None
+        if all(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters):
+            self._plain_names = tuple(p.name for p in parameters)
+            self._plain_index = {name: index for index, name in enumerate(self._plain_names)}
+            self._plain_required = sum(1 for p in parameters if p.default is p.empty)
         self.__doc__ = func.__doc__
         self.__name__ = getattr(func, "__name__", self.name)
         self.__module__ = func.__module__
@@ -258,13 +291,20 @@ class Job:
                       retry: bool | int | None = None, jid: str | None = None,
                       **options: Any) -> tuple[dict[str, Any], float | None]:
         """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
-        args = list(args or ())
-        kwargs = dict(kwargs or {})
+        args = list(args) if args else []
+        kwargs = dict(kwargs) if kwargs else {}
         self.check_call(args, kwargs)
-        unknown = set(options) - set(PAYLOAD_OPTIONS) - {"priority"}
-        if unknown:
-            raise TypeError(f"{self.name}: unknown enqueue option(s) {sorted(unknown)}")
-        extra = {**self.options, **{k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}}
+        if options:
+            unknown = set(options) - set(PAYLOAD_OPTIONS) - {"priority"}
+            if unknown:
+                raise TypeError(f"{self.name}: unknown enqueue option(s) {sorted(unknown)}")
+            chosen = {k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}
+            _check_payload_options(chosen, self.name)
+            extra = {**self.options, **chosen}
+        else:
+            extra = dict(self.options)
+        if retry is not None:
+            retry = _check_retry(retry, self.name)
         expires = self.expires if expires is None else expires
         if expires is not None:
             extra["expires_at"] = (
@@ -281,17 +321,39 @@ class Job:
 
     def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:
         """Refuse, at enqueue, a call the function can't take or arguments JSON can't carry."""
-        try:
-            self.call_signature.bind(*args, **kwargs)
-        except TypeError as error:
-            raise TypeError(f"{self.name}: {error}") from None
+        if not self._plain_arity_ok(args, kwargs):
+            try:
+                self.call_signature.bind(*args, **kwargs)
+            except TypeError as error:
+                raise TypeError(f"{self.name}: {error}") from None
         if not get_config().strict_args:
             return
+        # The error path (with the argument's name) is only built for a refused value.
         for index, value in enumerate(args):
-            label = self.positional_names[index] if index < len(self.positional_names) else f"args[{index}]"
-            check_json_native(value, f"{self.name}: argument {label!r}")
+            if not is_json_native(value):
+                label = self.positional_names[index] if index < len(self.positional_names) else None
+                check_json_native(value, f"{self.name}: argument {label!r}" if label else
+                                  f"{self.name}: args[{index}]")
         for key, value in kwargs.items():
-            check_json_native(value, f"{self.name}: argument {key!r}")
+            if not is_json_native(value):
+                check_json_native(value, f"{self.name}: argument {key!r}")
+
+    def _plain_arity_ok(self, args: list[Any], kwargs: dict[str, Any]) -> bool:
+        """True when the plain signature surely accepts the call; False means "ask Signature.bind"."""
+        names = self._plain_names
+        if names is None:
+            return False
+        given = len(args)
+        if given > len(names):
+            return False
+        if kwargs:
+            index = self._plain_index
+            for key in kwargs:
+                position = index.get(key)
+                if position is None or position < given:
+                    return False
+            return all(names[position] in kwargs for position in range(given, self._plain_required))
+        return given >= self._plain_required
 
 
 def _split_call(item: Any) -> tuple[list[Any], dict[str, Any]]:

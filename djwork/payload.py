@@ -43,7 +43,7 @@ def check_json_native(value: Any, path: str) -> None:
         return
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise ArgumentError(f"{path} is {value!r}, which JSON can't represent")
+            raise ArgumentError(f"{path} is a float {value!r}, which JSON can't represent")
         return
     if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
         for index, item in enumerate(value):
@@ -63,6 +63,22 @@ def check_json_native(value: Any, path: str) -> None:
     )
 
 
+def is_json_native(value: Any) -> bool:
+    """``check_json_native`` as a predicate, without building error paths: the enqueue fast path."""
+    kind = type(value)
+    if kind is str or value is None or kind is bool:
+        return True
+    if kind is int:
+        return -(2**63) <= value < 2**64
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list or kind is tuple:
+        return all(map(is_json_native, value))
+    if kind is dict:
+        return all(type(key) is str for key in value) and all(map(is_json_native, value.values()))
+    return False  # subclasses and everything else: check_json_native decides and explains
+
+
 def check_arguments(args: tuple | list, kwargs: dict[str, Any], names: list[str] | None = None) -> None:
     """Validate positional and keyword arguments, naming each one by parameter name where known."""
     for index, value in enumerate(args):
@@ -76,8 +92,14 @@ def dumps(payload: dict[str, Any]) -> str:
     try:
         return orjson.dumps(payload).decode()
     except (orjson.JSONEncodeError, TypeError):
-        # orjson refuses ints beyond 64 bits (and non-native values when
-        # STRICT_ARGS is off); the stdlib encoder writes them.
+        pass
+    # Only reachable with STRICT_ARGS off: values orjson can't encode become
+    # their str(), non-str keys strings; NaN/Infinity stay null as above (the
+    # stdlib encoder would write bare NaN tokens, which no JSON reader takes).
+    try:
+        return orjson.dumps(payload, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    except (orjson.JSONEncodeError, TypeError):
+        # Ints beyond 64 bits: only the stdlib encoder writes them.
         return json.dumps(payload, separators=(",", ":"), default=str)
 
 

@@ -12,6 +12,9 @@ written before the push so a fast worker always finds it.
 from __future__ import annotations
 
 import datetime as dt
+import inspect
+import math
+import time
 from typing import Any
 
 import orjson
@@ -21,7 +24,7 @@ from django.utils.module_loading import import_string
 from djwork import client, keys
 from djwork import redis as redis_layer
 from djwork.conf import get_config
-from djwork.payload import ArgumentError, build, check_json_native, new_jid
+from djwork.payload import ArgumentError, build, check_arguments, new_jid
 from djwork.tasks_compat import (
     BaseTaskBackend,
     Task,
@@ -50,6 +53,17 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
+def _parameter_names(task: Task) -> list[str]:
+    """The task function's positional parameter names (after ``context``), to name a refused argument."""
+    try:
+        parameters = list(inspect.signature(task.func).parameters.values())
+    except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
+        return []
+    if task.takes_context and parameters:
+        parameters = parameters[1:]
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 class DjworkBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
@@ -60,10 +74,10 @@ class DjworkBackend(BaseTaskBackend):
         self.validate_task(task)
         args = list(args)
         kwargs = dict(kwargs)
-        for index, value in enumerate(args):
-            check_json_native(value, f"{task.module_path}: args[{index}]")
-        for key, value in kwargs.items():
-            check_json_native(value, f"{task.module_path}: argument {key!r}")
+        try:
+            check_arguments(args, kwargs, _parameter_names(task))
+        except ArgumentError as error:
+            raise ArgumentError(f"{task.module_path}: {error}") from None
         jid = new_jid()
         now = timezone.now()
         result = TaskResult(
@@ -85,7 +99,10 @@ class DjworkBackend(BaseTaskBackend):
             "errors": "[]",
             "worker_ids": "[]",
         }
-        ttl = get_config().result_ttl
+        at = task.run_after.timestamp() if task.run_after else None
+        # The record must outlive the wait for run_after, or a task deferred
+        # past RESULT_TTL would have no result when it finally runs.
+        ttl = get_config().result_ttl + (max(0, math.ceil(at - time.time())) if at is not None else 0)
         result_key = keys.result(jid)
 
         def write_record(conn: Any) -> None:
@@ -97,7 +114,6 @@ class DjworkBackend(BaseTaskBackend):
         redis_layer.run(write_record, idempotent=True)
         payload = build(task.module_path, args, kwargs, queue=task.queue_name, jid=jid,
                         extra={TASK_FIELD: self.alias})
-        at = task.run_after.timestamp() if task.run_after else None
         client.push(payload, at=at)
         task_enqueued.send(type(self), task_result=result)
         return result
@@ -114,8 +130,14 @@ def result_from_record(result_id: str, record: dict[str, str]) -> TaskResult:
         task = import_string(record["task_path"])
     except ImportError as error:
         raise TaskResultDoesNotExist(f"{result_id}: task {record['task_path']} is not importable") from error
+    changes: dict[str, Any] = {}
     if record.get("queue_name") and record["queue_name"] != task.queue_name:
-        task = task.using(queue_name=record["queue_name"])
+        changes["queue_name"] = record["queue_name"]
+    run_after = _parse_time(record.get("run_after"))
+    if run_after is not None and run_after != task.run_after:
+        changes["run_after"] = run_after
+    if changes:
+        task = task.using(**changes)
     result = TaskResult(
         task=task,
         id=result_id,

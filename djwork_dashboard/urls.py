@@ -1,9 +1,37 @@
-from django.urls import path
+"""Mount with ``path("djwork/", include("djwork_dashboard.urls"))``."""
+
+from django.urls import path, re_path, register_converter
 
 from djwork_dashboard import views
 
+
+class SetKindConverter:
+    regex = "scheduled|retries|dead"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(SetKindConverter, "djwork_set")
+
 app_name = "djwork_dashboard"
+
+# Queue names as Sidekiq's Web UI accepts them (WIRE.md Q2); anything else is a 404.
+QUEUE = r"(?P<name>[A-Za-z0-9_:.\-]+)"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("stats.json", views.stats_json, name="stats_json"),
+    path("busy/", views.busy, name="busy"),
+    path("busy/action", views.busy_action, name="busy_action"),
+    path("queues/", views.queues, name="queues"),
+    re_path(rf"^queues/{QUEUE}/$", views.queue, name="queue"),
+    re_path(rf"^queues/{QUEUE}/action$", views.queue_action, name="queue_action"),
+    path("history/", views.history, name="history"),
+    path("<djwork_set:kind>/", views.set_list, name="set"),
+    path("<djwork_set:kind>/action", views.set_action, name="set_action"),
+    path("<djwork_set:kind>/<path:address>/", views.set_entry, name="set_entry"),
 ]

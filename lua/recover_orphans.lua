@@ -14,6 +14,9 @@ local beat = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if beat and now - tonumber(beat) < tonumber(ARGV[2]) then
   return {0}
 end
+-- The owner is dead: drop its stamp too, or every crashed process would stay
+-- in the beats ZSET forever (a clean stop removes its own).
+redis.call('ZREM', KEYS[3], ARGV[1])
 local max_orphanings = tonumber(ARGV[3])
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 local poison = {}

@@ -182,3 +182,10 @@ class Heartbeat(PeriodicComponent):
             pipe.execute()
 
         redis_layer.run(write, idempotent=True, purpose="heartbeat")
+        # A beat that ran after the shutdown requeue re-registered our emptied
+        # lists. Only empty ones go: a failed requeue left jobs that orphan
+        # recovery must still find through the registry.
+        for list_key in self.launcher.in_progress_keys:
+            redis_layer.run(lambda conn, list_key=list_key: scripts.evaluate(
+                conn, "unregister_if_empty", [list_key, keys.IN_PROGRESS_REGISTRY]),
+                idempotent=True, purpose="heartbeat")

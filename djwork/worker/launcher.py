@@ -28,6 +28,7 @@ from djwork import __version__, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.history import HistoryRecorder
+from djwork.worker import health as health_probes
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
 from djwork.worker.fetch import Fetcher
 from djwork.worker.heartbeat import Heartbeat
@@ -100,6 +101,9 @@ class Launcher:
         self.heartbeat = Heartbeat(self)
         self.poller = ScheduledPoller(self)
         self.reaper = Reaper(self)
+        # /live and /ready when HEALTH_PORT is set (a swarm child gets none: its parent serves them).
+        self.health = health_probes.for_launcher(self)
+        self.stopped_event = threading.Event()
 
     # --- counters and per-thread ids ------------------------------------------------
     def count(self, processed: int = 0, failed: int = 0) -> None:
@@ -130,7 +134,9 @@ class Launcher:
     # --- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         with self._lifecycle:
-            if self._started:
+            # Not after a stop: an embedded host may stop us before its boot
+            # thread got here, and a late boot would register a stopped process.
+            if self._started or self._stopped:
                 return
             self._started = True
         try:
@@ -146,9 +152,20 @@ class Launcher:
             raise
 
     def _boot(self) -> None:
+        if self.health is not None:
+            # First, so /live answers (and a taken port fails the boot) before
+            # a Redis outage can hold us in _first_beat for good.
+            self.health.start()
         self._first_beat()
-        if self.boot_sleeper.stopped:
-            return
+        with self._lifecycle:
+            # Under the lock stop() flips _stopped in: a stop racing this boot
+            # (embedded boots on a thread of its own) either sees everything
+            # below started, or nothing started at all — never a loop it missed.
+            if self.boot_sleeper.stopped or self._stopped:
+                return
+            self._start_components()
+
+    def _start_components(self) -> None:
         logger.info("djwork %s starting: identity=%s concurrency=%d queues=%s", self.version, self.identity,
                     self.total_concurrency, ",".join(self.queue_names))
         self.history.start()
@@ -186,11 +203,16 @@ class Launcher:
 
     def stop(self, timeout: float | None = None) -> None:
         """Graceful shutdown; idempotent. Waits up to ``timeout`` (default TIMEOUT) for running jobs."""
-        with self._lifecycle:
-            if self._stopped:
-                return
-            self._stopped = True
         timeout = self.config.timeout if timeout is None else timeout
+        with self._lifecycle:
+            already = self._stopped
+            self._stopped = True
+        if already:
+            # A stop is already draining on another thread (an embedded worker
+            # stopped from the dashboard): returning now would let the host exit
+            # under that drain, before it requeued its jobs. Bounded all the same.
+            self.stopped_event.wait(timeout + JOIN_TIMEOUT)
+            return
         self.shutdown_deadline = time.monotonic() + timeout
         self.boot_sleeper.stop()
         try:
@@ -211,15 +233,25 @@ class Launcher:
         return self.shutdown_deadline if self.shutdown_deadline is not None else time.monotonic()
 
     def _release_components(self) -> None:
-        self._guarded("reaper", self.reaper.stop)
-        # Joined before clearing: a beat still in flight would SADD us back into
-        # `processes` right after the SREM below (seed 000, launcher.rb).
-        self._guarded("heartbeat", self.heartbeat.stop)
-        self._guarded("stats", self.heartbeat.flush_stats)
-        if self.heartbeat.beats:
-            self._guarded("heartbeat-clear", self.heartbeat.clear)
-        self._guarded("history", self.history.stop)
-        logger.info("djwork: stopped (%s)", self.identity)
+        try:
+            self._guarded("reaper", self.reaper.stop)
+            # Joined before clearing: a beat still in flight would SADD us back into
+            # `processes` right after the SREM below (seed 000, launcher.rb).
+            self._guarded("heartbeat", self.heartbeat.stop)
+            self._guarded("stats", self.heartbeat.flush_stats)
+            if self.heartbeat.beats:
+                self._guarded("heartbeat-clear", self.heartbeat.clear)
+            self._guarded("history", self.history.stop)
+            logger.info("djwork: stopped (%s)", self.identity)
+        finally:
+            # In a finally of its own, not just a guarded step: even an unwind
+            # past the steps above (a second signal's exception) must close the
+            # port, or the kubelet keeps probing a process that is gone (seed 000).
+            try:
+                if self.health is not None:
+                    self._guarded("health", self.health.stop)
+            finally:
+                self.stopped_event.set()
 
     @staticmethod
     def _guarded(label: str, step: Callable[..., Any], *args: Any) -> None:

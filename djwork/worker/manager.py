@@ -87,6 +87,11 @@ class Manager:
 
         A callable, so a second TERM can pull the deadline in while we wait.
         """
+        with self.condition:
+            if not self._started:
+                # Stopped during boot (Redis unreachable): nothing was fetched,
+                # and a requeue would only fail against the same dead Redis.
+                return
         self.quiet()
         with self.condition:
             # From here on acks stay in memory: the requeue below drops them in
@@ -176,6 +181,12 @@ class Manager:
             # batched it is waiting for batch_minimum free slots anyway.
             if not self.backlog or self.free >= self.batch_minimum or self.quieted or self.stopping:
                 self.condition.notify_all()
+            ack_waiting = bool(self.pending_acks)
+        if ack_waiting:
+            # An idle dispatcher sleeps on job_arrived (up to FETCH_TIMEOUT), not
+            # on the condition: wake it so the ack goes out now, or a crash in
+            # that window would run the finished job again.
+            self.job_arrived.set()
 
     def acknowledge(self, unit: UnitOfWork, jid: str) -> None:
         """The job is done (succeeded, expired, or filed elsewhere): remove it with the next fetch."""

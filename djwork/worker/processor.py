@@ -140,8 +140,9 @@ class Executor:
             close_stale_connections()
             result = self._invoke(payload, target, unit.queue, jid)
         except BaseException as caught:
-            if isinstance(caught, (KeyboardInterrupt, SystemExit)):
-                raise
+            # SystemExit/KeyboardInterrupt too: on a processor thread only the job
+            # raises them (signals go to the main thread), and re-raised they
+            # killed the thread and left the job on the in-progress list for good.
             error = caught
             result = None
         finally:

@@ -23,19 +23,26 @@ logger = logging.getLogger("djwork.worker")
 HANDLED = ("TERM", "INT", "TSTP", "TTIN")
 
 
-def run(config: Config) -> int:
+def run(config: Config, launcher: Launcher | None = None) -> int:
     """Run a worker until TERM/INT; returns the exit code (0 on a clean stop)."""
     signals: queue.SimpleQueue[str] = queue.SimpleQueue()
-    launcher = Launcher(config, deliver_signal=deliver_to_self)
+    launcher = launcher or Launcher(config, deliver_signal=deliver_to_self)
     shutting_down = False
 
     def on_signal(number: int, _frame: Any) -> None:
         name = signal.Signals(number).name[3:]
-        if name in ("TERM", "INT") and shutting_down:
-            launcher.hurry()
+        if name in ("TERM", "INT"):
+            # The main thread may still be in start(), retrying an unreachable
+            # Redis, and would never read the queue below: end that loop.
+            launcher.boot_sleeper.stop()
+            if shutting_down:
+                launcher.hurry()
         signals.put(name)
 
     previous = {name: signal.signal(getattr(signal, f"SIG{name}"), on_signal) for name in HANDLED}
+    # A swarm child is forked with these blocked, so one sent before the handlers
+    # above existed waits instead of reaching the parent's inherited handler (lost).
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [getattr(signal, f"SIG{name}") for name in HANDLED])
     try:
         launcher.start()
         while True:

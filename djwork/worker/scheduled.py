@@ -70,18 +70,28 @@ class ScheduledPoller(PeriodicComponent):
         promoted = 0
         next_due: list[float] = []
         for set_key in (keys.RETRY, keys.SCHEDULE):
+            # Entries that could not be moved (their queue key has the wrong
+            # type, say) stay first in line: page past them, or a full batch
+            # of them would be re-read forever and block everything behind.
+            skipped = 0
+            moment = time.time() if now is None else now
             while not self._sleeper.stopped or now is not None:
                 moment = time.time() if now is None else now
                 entries = redis_layer.run(
-                    lambda conn, set_key=set_key, moment=moment: conn.zrangebyscore(
-                        set_key, "-inf", moment, start=0, num=BATCH), idempotent=True)
+                    lambda conn, set_key=set_key, moment=moment, skipped=skipped: conn.zrangebyscore(
+                        set_key, "-inf", moment, start=skipped, num=BATCH), idempotent=True)
                 if not entries:
                     break
-                promoted += self._promote(set_key, entries)
+                pushed, moved = self._promote(set_key, entries)
+                promoted += pushed
+                skipped += len(entries) - moved
                 if len(entries) < BATCH:
                     break
-            upcoming = redis_layer.run(lambda conn, set_key=set_key: conn.zrange(set_key, 0, 0, withscores=True),
-                                       idempotent=True)
+            # The next entry not yet due: a stuck due one must not pull the
+            # interval down to the 0.05 s floor for good.
+            upcoming = redis_layer.run(
+                lambda conn, set_key=set_key, moment=moment: conn.zrangebyscore(
+                    set_key, f"({moment}", "+inf", start=0, num=1, withscores=True), idempotent=True)
             if upcoming:
                 next_due.append(float(upcoming[0][1]))
         self.next_due = min(next_due) if next_due else None
@@ -91,7 +101,8 @@ class ScheduledPoller(PeriodicComponent):
             self.process_count = 1
         return promoted
 
-    def _promote(self, set_key: str, entries: list[bytes]) -> int:
+    def _promote(self, set_key: str, entries: list[bytes]) -> tuple[int, int]:
+        """Promote (or bury) ``entries``; returns (pushed to a queue, gone from the set by this call)."""
         now = time.time()
         calls: list[tuple[str, list[str], list[Any]]] = []
         for entry in entries:
@@ -99,12 +110,14 @@ class ScheduledPoller(PeriodicComponent):
             try:
                 job = loads(raw)
             except PayloadError as error:
-                calls.append(self._bury_call(set_key, raw, str(error), now))
+                calls.append(self._bury_call(set_key, entry, raw, str(error), now))
                 continue
             queue = job.get("queue") if isinstance(job.get("queue"), str) and job.get("queue") else "default"
             job.pop("at", None)
             job["enqueued_at"] = now
-            calls.append(("promote", [set_key, keys.queue(queue), keys.QUEUES], [raw, dumps(job), queue]))
+            # The member goes back as the exact bytes read: a decoded copy of a
+            # non-UTF-8 member would never match it, and it would stay due forever.
+            calls.append(("promote", [set_key, keys.queue(queue), keys.QUEUES], [entry, dumps(job), queue]))
 
         def run(conn: Any) -> list[Any]:
             pipe = conn.pipeline(transaction=False)
@@ -113,7 +126,7 @@ class ScheduledPoller(PeriodicComponent):
             return pipe.execute(raise_on_error=False)
 
         replies = redis_layer.run(run, idempotent=True)
-        promoted = 0
+        promoted = moved = 0
         for (name, script_keys, args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
                 if "NOSCRIPT" in str(reply):
@@ -122,11 +135,13 @@ class ScheduledPoller(PeriodicComponent):
                 else:
                     logger.error("djwork: could not promote a job from %s: %s", set_key, reply)
                     continue
-            if name == "promote" and reply == 1:
-                promoted += 1
-        return promoted
+            if reply == 1:
+                moved += 1
+                promoted += name == "promote"
+        return promoted, moved
 
-    def _bury_call(self, set_key: str, raw: str, reason: str, now: float) -> tuple[str, list[str], list[Any]]:
+    def _bury_call(self, set_key: str, member: bytes, raw: str, reason: str,
+                   now: float) -> tuple[str, list[str], list[Any]]:
         from djwork.payload import new_jid
 
         wrapper = dumps({
@@ -137,4 +152,4 @@ class ScheduledPoller(PeriodicComponent):
         })
         logger.error("djwork: unreadable entry in %s moved to dead: %s", set_key, reason)
         return ("move_entry", [set_key, keys.DEAD, keys.ORPHAN_COUNTS], [
-            "zset", raw, wrapper, now, "1", now - self.config.dead_timeout, self.config.dead_max_jobs, ""])
+            "zset", member, wrapper, now, "1", now - self.config.dead_timeout, self.config.dead_max_jobs, ""])

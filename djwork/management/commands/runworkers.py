@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from djwork.checks import QUEUE_NAME
 from djwork.conf import build_config, parse_queue
@@ -62,14 +62,13 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=non_negative_float, help="seconds to drain on shutdown (TIMEOUT)")
         parser.add_argument("--tag", help="a label shown next to this process in the dashboard")
         parser.add_argument("--processes", type=positive_int, default=1,
-                            help="fork N worker processes (swarm; not available yet, must be 1)")
-        parser.add_argument("--health-port", type=port, help="serve /live and /ready on this port (reserved)")
+                            help="fork N worker processes from one supervising parent (swarm)")
+        parser.add_argument("--max-memory", type=positive_int, metavar="MB",
+                            help="restart a worker process gracefully once its RSS exceeds MB (implies a swarm)")
+        parser.add_argument("--health-port", type=port, help="serve /live and /ready on this port (HEALTH_PORT)")
+        parser.add_argument("--health-host", help="address the health probes bind (default 0.0.0.0)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["processes"] != 1:
-            raise CommandError("--processes N is not available yet in this version; run one process per worker")
-        if options.get("health_port"):
-            raise CommandError("--health-port is reserved and not available yet in this version")
         overrides: dict[str, Any] = {}
         if options.get("concurrency"):
             overrides["CONCURRENCY"] = options["concurrency"]
@@ -79,11 +78,22 @@ class Command(BaseCommand):
             overrides["TIMEOUT"] = options["timeout"]
         if options.get("tag"):
             overrides["TAG"] = options["tag"]
+        # Always set, even to None: the HEALTH_PORT setting is the embedded
+        # workers' (docs/settings.md); a runworkers on the same host reading it
+        # too would find the port taken by the web process and fail its boot.
+        overrides["HEALTH_PORT"] = options.get("health_port")
+        if options.get("health_host"):
+            overrides["HEALTH_HOST"] = options["health_host"]
         config = build_config(overrides)
         _autodiscover()
         from djwork.worker import runner
 
-        code = runner.run(config)
+        if options["processes"] > 1 or options.get("max_memory"):
+            from djwork.worker import swarm
+
+            code = swarm.run(config, options["processes"], max_memory_mb=options.get("max_memory"))
+        else:
+            code = runner.run(config)
         runner.exit_process(code)
 
 

@@ -1,0 +1,151 @@
+"""Queues: the ``queues`` SET, each ``queue:<name>`` LIST (newest at the left) and the ``paused`` SET."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from djwork import keys
+from djwork import redis as redis_layer
+from djwork.api.records import JobRecord, Page, StaleEntry, text
+
+SCAN_BATCH = 500
+
+
+def _admin_read(block: Any) -> Any:
+    return redis_layer.run(block, idempotent=True, purpose="admin")
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    name: str
+    size: int
+    latency: float
+    paused: bool
+
+
+class Queue:
+    """One queue. Reads never raise on bad data: a wrong-type key reads as empty."""
+
+    def __init__(self, name: str = "default") -> None:
+        self.name = name
+        self.key = keys.queue(name)
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    @staticmethod
+    def names() -> list[str]:
+        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).smembers(keys.QUEUES)
+                            .execute(raise_on_error=False)[0])
+        return sorted(text(name) for name in reply) if isinstance(reply, set) else []
+
+    @classmethod
+    def all(cls) -> list[QueueSummary]:
+        """Every queue in ``queues`` with size, latency and paused state, in two round trips."""
+        names = cls.names()
+
+        def read(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            pipe.smembers(keys.PAUSED)
+            for name in names:
+                pipe.llen(keys.queue(name))
+                pipe.lindex(keys.queue(name), -1)
+            return pipe.execute(raise_on_error=False)
+
+        replies = _admin_read(read)
+        paused = _paused_names(replies[0])
+        out = []
+        for index, name in enumerate(names):
+            size, oldest = replies[1 + 2 * index], replies[2 + 2 * index]
+            out.append(QueueSummary(name, size if isinstance(size, int) else 0, _latency(oldest), name in paused))
+        return out
+
+    def size(self) -> int:
+        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).llen(self.key)
+                            .execute(raise_on_error=False)[0])
+        return reply if isinstance(reply, int) else 0
+
+    def latency(self) -> float:
+        """Seconds since the oldest job (the LIST's right end) was enqueued; 0 if empty or unreadable."""
+        return _latency(_admin_read(lambda conn: conn.pipeline(transaction=False).lindex(self.key, -1)
+                                    .execute(raise_on_error=False)[0]))
+
+    def paused(self) -> bool:
+        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).sismember(keys.PAUSED, self.name)
+                            .execute(raise_on_error=False)[0])
+        return reply is True or reply == 1
+
+    def pause(self) -> None:
+        """Workers stop fetching from this queue within a few seconds (the ``paused`` SET, Sidekiq Pro's)."""
+        redis_layer.run(lambda conn: conn.sadd(keys.PAUSED, self.name), idempotent=True, purpose="admin")
+
+    def resume(self) -> None:
+        redis_layer.run(lambda conn: conn.srem(keys.PAUSED, self.name), idempotent=True, purpose="admin")
+
+    def jobs(self, page: int = 1, per_page: int = 25, oldest_first: bool = False) -> Page[JobRecord]:
+        """One page of jobs, newest first by default (LRANGE from the left, where pushes land)."""
+        start = (page - 1) * per_page
+
+        def read(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            pipe.llen(self.key)
+            if oldest_first:
+                pipe.lrange(self.key, -(start + per_page), -(start + 1))
+            else:
+                pipe.lrange(self.key, start, start + per_page - 1)
+            return pipe.execute(raise_on_error=False)
+
+        size, members = _admin_read(read)
+        members = members if isinstance(members, list) else []
+        if oldest_first:
+            members = list(reversed(members))
+        return Page([JobRecord.parse(raw, self.name) for raw in members],
+                    size if isinstance(size, int) else 0, page, per_page)
+
+    def find_job(self, ident: str) -> JobRecord | None:
+        """Linear scan, as Sidekiq's Queue#find_job; ``ident`` is a jid or JobRecord.ident."""
+        start = 0
+        while True:
+            batch = _admin_read(lambda conn, s=start: conn.pipeline(transaction=False)
+                                .lrange(self.key, s, s + SCAN_BATCH - 1).execute(raise_on_error=False)[0])
+            if not isinstance(batch, list) or not batch:
+                return None
+            for raw in batch:
+                record = JobRecord.parse(raw, self.name)
+                if record.matches(ident):
+                    return record
+            start += SCAN_BATCH
+
+    def delete_job(self, ident: str) -> JobRecord:
+        """LREM the exact member; StaleEntry if it is no longer in the queue (run or deleted meanwhile)."""
+        record = self.find_job(ident)
+        if record is None:
+            raise StaleEntry(f"job {ident} is no longer in queue {self.name} (it may have run already)")
+        removed = redis_layer.run(lambda conn: conn.lrem(self.key, 1, record.raw), purpose="admin")
+        if not removed:
+            raise StaleEntry(f"job {ident} left queue {self.name} before it could be deleted")
+        return record
+
+    def clear(self) -> int:
+        """Delete the LIST and drop the name from ``queues`` (Sidekiq's Queue#clear); returns jobs removed."""
+
+        def write(conn: Any) -> int:
+            pipe = conn.pipeline(transaction=True)
+            pipe.llen(self.key)
+            pipe.unlink(self.key)
+            pipe.srem(keys.QUEUES, self.name)
+            size = pipe.execute(raise_on_error=False)[0]
+            return size if isinstance(size, int) else 0
+
+        return redis_layer.run(write, idempotent=True, purpose="admin")
+
+
+def _paused_names(reply: Any) -> set[str]:
+    return {text(name) for name in reply} if isinstance(reply, set) else set()
+
+
+def _latency(oldest: Any) -> float:
+    if oldest is None or isinstance(oldest, Exception):
+        return 0.0
+    return JobRecord.parse(oldest).latency

@@ -1,0 +1,347 @@
+"""Reading one stored job without ever raising: JobRecord, the value coercions, error_backtrace decoding.
+
+Everything here reads data some other program wrote (a djwork worker, a
+Ruby Sidekiq 6.4/7/8 process, a person with redis-cli), so each reader
+returns what it can and records what it could not read in ``problems``
+instead of raising (Sidekiq's Web UI answers 500 on most of these, WIRE.md
+section 12).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import hashlib
+import json
+import math
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+# Sidekiq 8 writes Integer epoch milliseconds; no epoch in seconds reaches this before the year 5138.
+MS_THRESHOLD = 1e11
+ACTIVEJOB_WRAPPERS = ("ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper", "Sidekiq::ActiveJob::Wrapper")
+MAILER_JOBS = ("ActionMailer::DeliveryJob", "ActionMailer::MailDeliveryJob")
+
+
+def text(value: Any) -> str:
+    """bytes or anything else -> str (invalid UTF-8 replaced, never raised)."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def to_int(value: Any) -> int:
+    """Ruby's ``to_i``: leading integer part, 0 for junk ("12.5" -> 12, "abc" -> 0)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else 0
+    raw = text(value).strip()
+    digits = ""
+    for index, char in enumerate(raw):
+        if char.isdigit() or (index == 0 and char in "+-"):
+            digits += char
+        else:
+            break
+    try:
+        return int(digits)
+    except ValueError:
+        return 0
+
+
+def to_float(value: Any) -> float | None:
+    """A finite float, or None when the value is not a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(text(value) if isinstance(value, bytes) else value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """A payload timestamp in epoch seconds: Float seconds (6.x/7.x) or Integer milliseconds (8.x)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    if not math.isfinite(number):
+        return None
+    return number / 1000.0 if number > MS_THRESHOLD else number
+
+
+def to_datetime(epoch: float | None) -> dt.datetime | None:
+    if epoch is None:
+        return None
+    try:
+        return dt.datetime.fromtimestamp(epoch, tz=dt.UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def parse_json(raw: Any) -> tuple[Any, str | None]:
+    """(value, None) or (None, problem)."""
+    try:
+        return json.loads(raw), None
+    except (ValueError, TypeError) as error:
+        return None, f"not valid JSON ({error})"
+
+
+def decode_backtrace(value: Any) -> tuple[list[str] | None, str | None]:
+    """error_backtrace -> (lines, problem).
+
+    Sidekiq 7 writes strict base64 of zlib-deflated JSON; 6.4 the same bytes
+    as MIME base64 (newline every 60 chars); 6.4 also accepted a raw JSON
+    array (legacy), which we show too rather than fail (WIRE.md J10).
+    """
+    if value is None:
+        return None, None
+    if isinstance(value, list):
+        return [text(line) for line in value], None
+    if not isinstance(value, str):
+        return None, f"error_backtrace is a {type(value).__name__}, not a base64 string"
+    compact = "".join(value.split())
+    try:
+        packed = base64.b64decode(compact, validate=True)
+        lines = json.loads(zlib.decompress(packed))
+    except (binascii.Error, ValueError, zlib.error) as error:
+        return None, f"error_backtrace could not be decoded ({type(error).__name__}: {error})"
+    if not isinstance(lines, list):
+        return None, "error_backtrace does not hold a JSON array"
+    return [text(line) for line in lines], None
+
+
+def encode_backtrace(lines: list[str]) -> str:
+    """The Sidekiq 7 encoding (used by tests and tools that write entries)."""
+    return base64.b64encode(zlib.compress(json.dumps(lines).encode())).decode()
+
+
+@dataclass
+class JobRecord:
+    """One job as stored (queue entry, sorted-set member or work payload), read leniently.
+
+    ``item`` is the parsed object ({} when unreadable); ``problems`` names
+    every field that could not be read as Sidekiq defines it.
+    """
+
+    raw: str
+    item: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    queue_hint: str = ""
+
+    @classmethod
+    def parse(cls, raw: Any, queue: str = "") -> JobRecord:
+        if isinstance(raw, dict):
+            item, problem, raw_text = raw, None, json.dumps(raw, separators=(",", ":"))
+        else:
+            raw_text = text(raw)
+            item, problem = parse_json(raw_text)
+            if problem:
+                problem = f"payload is {problem}"
+        problems = [problem] if problem else []
+        if not problem and not isinstance(item, dict):
+            problems.append(f"payload is a JSON {type(item).__name__}, not an object")
+        record = cls(raw=raw_text, item=item if isinstance(item, dict) else {}, problems=problems, queue_hint=queue)
+        if record.item:
+            record._check_fields()
+        return record
+
+    def _check_fields(self) -> None:
+        item, problems = self.item, self.problems
+        if not isinstance(item.get("class"), str) or not item.get("class"):
+            problems.append("'class' is missing or not a string")
+        if not isinstance(item.get("args", []), list):
+            problems.append("'args' is not an array")
+        if not isinstance(item.get("jid"), str) or not item.get("jid"):
+            problems.append("'jid' is missing or not a string")
+        for name in ("created_at", "enqueued_at", "failed_at", "retried_at"):
+            if name in item and epoch_seconds(item[name]) is None:
+                problems.append(f"'{name}' is not a number ({item[name]!r:.40})")
+        if "retry_count" in item and (isinstance(item["retry_count"], bool)
+                                      or not isinstance(item["retry_count"], int)):
+            problems.append("'retry_count' is not an integer")
+        if "error_backtrace" in item:
+            _lines, problem = decode_backtrace(item["error_backtrace"])
+            if problem:
+                problems.append(problem)
+
+    # --- identity ---------------------------------------------------------------
+    @property
+    def jid(self) -> str:
+        jid = self.item.get("jid")
+        return jid if isinstance(jid, str) else ""
+
+    @property
+    def ident(self) -> str:
+        """The jid, or for an entry without one a stable stand-in, so even junk can be addressed and deleted."""
+        return self.jid or "~" + hashlib.sha1(self.raw.encode("utf-8", "replace")).hexdigest()[:16]
+
+    def matches(self, ident: str) -> bool:
+        return bool(ident) and ident == self.ident
+
+    @property
+    def valid(self) -> bool:
+        """Readable enough to be pushed back to a queue."""
+        return bool(self.item) and isinstance(self.item.get("class"), str) and bool(self.item.get("class")) \
+            and isinstance(self.item.get("args", []), list)
+
+    # --- what the pages show --------------------------------------------------------
+    @property
+    def klass(self) -> str:
+        value = self.item.get("class")
+        return value if isinstance(value, str) else text(value) if value is not None else ""
+
+    @property
+    def args(self) -> list[Any]:
+        args = self.item.get("args")
+        return args if isinstance(args, list) else []
+
+    @property
+    def queue(self) -> str:
+        value = self.item.get("queue")
+        return value if isinstance(value, str) else self.queue_hint
+
+    @property
+    def display_class(self) -> str:
+        """Sidekiq 7 ``JobRecord#display_class``: display_class, then the ActiveJob wrapped class."""
+        shown = self.item.get("display_class")
+        if isinstance(shown, str) and shown:
+            return shown
+        if self.klass in ACTIVEJOB_WRAPPERS:
+            wrapped = self.item.get("wrapped")
+            job_class = wrapped if isinstance(wrapped, str) else text(self.args[0]) if self.args else ""
+            arguments = self._activejob_arguments()
+            if job_class in MAILER_JOBS and len(arguments) >= 2:
+                return f"{text(arguments[0])}#{text(arguments[1])}"
+            return job_class or self.klass
+        return self.klass or "(unknown class)"
+
+    def _activejob_arguments(self) -> list[Any]:
+        first = self.args[0] if self.args else None
+        arguments = first.get("arguments") if isinstance(first, dict) else None
+        return arguments if isinstance(arguments, list) else []
+
+    @property
+    def display_args(self) -> list[Any]:
+        if self.klass in ACTIVEJOB_WRAPPERS and self.item.get("wrapped"):
+            args = self._activejob_arguments()
+            if self.item.get("wrapped") in MAILER_JOBS:
+                args = args[3:]  # drops MailerClass, method and 'deliver_now' as Sidekiq does
+        else:
+            args = list(self.args)
+        kwargs = self.item.get("kwargs")
+        if isinstance(kwargs, dict) and kwargs:
+            args = [*args, kwargs]
+        if self.item.get("encrypt") and args:
+            args = [*args[:-1], "[encrypted data]"]  # Enterprise: the last argument is ciphertext
+        return args
+
+    @property
+    def args_text(self) -> str:
+        return ", ".join(json.dumps(arg, ensure_ascii=False, default=str) for arg in self.display_args)
+
+    def _time(self, name: str) -> dt.datetime | None:
+        return to_datetime(epoch_seconds(self.item.get(name)))
+
+    @property
+    def created_at(self) -> dt.datetime | None:
+        return self._time("created_at") or self._time("enqueued_at")
+
+    @property
+    def enqueued_at(self) -> dt.datetime | None:
+        return self._time("enqueued_at")
+
+    @property
+    def failed_at(self) -> dt.datetime | None:
+        return self._time("failed_at")
+
+    @property
+    def retried_at(self) -> dt.datetime | None:
+        return self._time("retried_at")
+
+    @property
+    def retry_count(self) -> int | None:
+        value = self.item.get("retry_count")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def error_class(self) -> str:
+        return text(self.item.get("error_class")) if self.item.get("error_class") is not None else ""
+
+    @property
+    def error_message(self) -> str:
+        return text(self.item.get("error_message")) if self.item.get("error_message") is not None else ""
+
+    @property
+    def error_backtrace(self) -> list[str] | None:
+        return decode_backtrace(self.item.get("error_backtrace"))[0]
+
+    @property
+    def tags(self) -> list[str]:
+        tags = self.item.get("tags")
+        return [text(tag) for tag in tags] if isinstance(tags, list) else []
+
+    @property
+    def latency(self) -> float:
+        """Seconds since it was enqueued (0 when unknown), as Sidekiq's Queue#latency."""
+        enqueued = epoch_seconds(self.item.get("enqueued_at"))
+        if enqueued is None:
+            return 0.0
+        return max(0.0, dt.datetime.now(dt.UTC).timestamp() - enqueued)
+
+    @property
+    def pretty(self) -> str:
+        """The full payload for the detail page: indented JSON, or the raw text when unreadable."""
+        if not self.item:
+            return self.raw
+        return json.dumps(self.item, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a listing: ``items`` plus what the pager needs."""
+
+    items: list[T]
+    total: int
+    number: int
+    per_page: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.per_page))
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number < self.pages
+
+    @property
+    def start_index(self) -> int:
+        return (self.number - 1) * self.per_page
+
+
+class ApiError(Exception):
+    """An admin action that could not be done; the message is meant for the person who asked."""
+
+
+class StaleEntry(ApiError):
+    """The entry is no longer where it was read (already run, retried, moved or deleted)."""
+
+
+class NotRetryable(ApiError):
+    """The entry can't be pushed back to a queue (its payload is unreadable)."""
+
+
+class EmbeddedProcess(ApiError):
+    """Sidekiq 7 refuses quiet/stop for embedded processes: their host application owns their lifecycle."""

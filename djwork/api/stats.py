@@ -1,0 +1,138 @@
+"""Cluster totals (Sidekiq::Stats), per-day history (Stats::History) and the Redis server's INFO."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from djwork import keys
+from djwork import redis as redis_layer
+from djwork.api.records import JobRecord, text, to_int
+
+INFO_FIELDS = ("redis_version", "uptime_in_days", "connected_clients", "used_memory_human",
+               "used_memory_peak_human", "maxmemory_human", "role")
+
+
+def _size(reply: Any) -> int:
+    return reply if isinstance(reply, int) else 0
+
+
+def _members(reply: Any) -> list[str]:
+    return sorted(text(name) for name in reply) if isinstance(reply, (set, list)) else []
+
+
+@dataclass(frozen=True)
+class DayStat:
+    date: dt.date
+    processed: int
+    failed: int
+
+
+@dataclass(frozen=True)
+class Stats:
+    """One consistent-enough snapshot of the cluster's counters (three pipelined round trips)."""
+
+    processed: int
+    failed: int
+    scheduled: int
+    retries: int
+    dead: int
+    processes: int
+    queues: dict[str, int]
+    busy: int = 0
+    default_queue_latency: float = 0.0
+    problems: tuple[str, ...] = field(default=())
+
+    @property
+    def enqueued(self) -> int:
+        return sum(self.queues.values())
+
+    # Sidekiq's names, for code ported from Ruby.
+    scheduled_size = property(lambda self: self.scheduled)
+    retry_size = property(lambda self: self.retries)
+    dead_size = property(lambda self: self.dead)
+    processes_size = property(lambda self: self.processes)
+    workers_size = property(lambda self: self.busy)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "processed": self.processed, "failed": self.failed, "busy": self.busy, "enqueued": self.enqueued,
+            "scheduled": self.scheduled, "retries": self.retries, "dead": self.dead,
+            "processes": self.processes, "default_latency": round(self.default_queue_latency, 3),
+        }
+
+    @classmethod
+    def fetch(cls) -> Stats:
+        return redis_layer.run(cls._read, idempotent=True, purpose="admin")
+
+    @classmethod
+    def _read(cls, conn: Any) -> Stats:
+        problems: list[str] = []
+        pipe = conn.pipeline(transaction=False)
+        pipe.get(keys.STAT_PROCESSED)
+        pipe.get(keys.STAT_FAILED)
+        pipe.zcard(keys.SCHEDULE)
+        pipe.zcard(keys.RETRY)
+        pipe.zcard(keys.DEAD)
+        pipe.smembers(keys.PROCESSES)
+        pipe.smembers(keys.QUEUES)
+        pipe.lindex(keys.queue("default"), -1)
+        replies = pipe.execute(raise_on_error=False)
+        labels = (keys.STAT_PROCESSED, keys.STAT_FAILED, keys.SCHEDULE, keys.RETRY, keys.DEAD, keys.PROCESSES,
+                  keys.QUEUES, keys.queue("default"))
+        for label, reply in zip(labels, replies, strict=True):
+            if isinstance(reply, Exception):
+                problems.append(f"{label}: {reply}")
+        processed, failed, scheduled, retries, dead, processes, names, oldest = replies
+        process_ids = _members(processes)
+        queue_names = _members(names)
+        pipe = conn.pipeline(transaction=False)
+        for name in queue_names:
+            pipe.llen(keys.queue(name))
+        for identity in process_ids:
+            pipe.hget(keys.process(identity), "busy")
+        tail = pipe.execute(raise_on_error=False)
+        sizes, busy = tail[:len(queue_names)], tail[len(queue_names):]
+        latency = 0.0
+        if oldest is not None and not isinstance(oldest, Exception):
+            latency = JobRecord.parse(oldest).latency
+        return cls(
+            processed=to_int(processed), failed=to_int(failed), scheduled=_size(scheduled),
+            retries=_size(retries), dead=_size(dead), processes=len(process_ids),
+            queues={name: _size(size) for name, size in zip(queue_names, sizes, strict=True)},
+            busy=sum(to_int(value) for value in busy if not isinstance(value, Exception)),
+            default_queue_latency=latency, problems=tuple(problems),
+        )
+
+    @staticmethod
+    def history(days: int = 30, start: dt.date | None = None) -> list[DayStat]:
+        """Per-day processed/failed from ``stat:{processed,failed}:YYYY-MM-DD`` (UTC), newest first."""
+        start = start or dt.datetime.now(dt.UTC).date()
+        dates = [start - dt.timedelta(days=offset) for offset in range(max(1, days))]
+
+        def read(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            pipe.mget([keys.stat_processed_day(day.isoformat()) for day in dates])
+            pipe.mget([keys.stat_failed_day(day.isoformat()) for day in dates])
+            return pipe.execute(raise_on_error=False)
+
+        processed, failed = redis_layer.run(read, idempotent=True, purpose="admin")
+        processed = processed if isinstance(processed, list) else [None] * len(dates)
+        failed = failed if isinstance(failed, list) else [None] * len(dates)
+        return [DayStat(day, to_int(p), to_int(f)) for day, p, f in zip(dates, processed, failed, strict=True)]
+
+
+def redis_info() -> dict[str, str]:
+    """The INFO fields the overview shows; {} when INFO is unavailable (renamed on managed Redis)."""
+
+    def read(conn: Any) -> dict[str, Any]:
+        try:
+            return conn.info()
+        except ResponseError:
+            return {}
+
+    info = redis_layer.run(read, idempotent=True, purpose="admin")
+    return {name: text(info[name]) for name in INFO_FIELDS if name in info}

@@ -1,0 +1,60 @@
+"""Run a djwork worker embedded in every gunicorn worker process.
+
+One line, either on the command line::
+
+    gunicorn -c python:djwork.gunicorn myproject.wsgi
+
+or in your own ``gunicorn.conf.py`` (keeps your other settings)::
+
+    from djwork.gunicorn import *  # noqa: F403  (post_worker_init, worker_exit)
+
+If your config already defines these hooks, call ours from yours:
+``djwork.gunicorn.post_worker_init(worker)`` / ``djwork.gunicorn.worker_exit(server, worker)``.
+
+Why these two hooks:
+
+* ``post_worker_init`` runs in the worker *after* the fork and after the
+  WSGI app (hence Django) is loaded: threads and Redis sockets made in the
+  master (``preload_app``) would not survive the fork, and each worker
+  needs its own identity. It returns at once; the worker boots on a
+  background thread, so a Redis outage never holds up serving.
+* ``worker_exit`` runs in the worker once gunicorn has stopped it (TERM,
+  ``max_requests`` recycling, INT/QUIT). The drain must end inside
+  gunicorn's ``graceful_timeout``, after which the master SIGKILLs the
+  worker; we keep a margin so the heartbeat clear and requeue still land.
+  (A SIGKILLed worker loses nothing: orphan recovery returns its jobs.)
+
+Nothing here imports Django at module level: gunicorn reads this file in the
+master before any app is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["post_worker_init", "worker_exit"]
+
+# Seconds of gunicorn's graceful_timeout kept back from the drain for the
+# teardown after it (requeue, heartbeat clear, joins).
+EXIT_MARGIN = 3.0
+
+
+def post_worker_init(worker: Any) -> None:
+    from djwork import embedded
+
+    embedded.start()
+
+
+def worker_exit(server: Any, worker: Any) -> None:
+    # Also called in the *master* (for a worker that vanished): embedded.stop()
+    # is a no-op in a process that never started a worker.
+    from djwork import embedded
+
+    instance = embedded.current()
+    if instance is None:
+        return
+    timeout = instance.config.timeout
+    graceful = getattr(getattr(worker, "cfg", None), "graceful_timeout", None)
+    if graceful is not None:
+        timeout = max(0.0, min(timeout, float(graceful) - EXIT_MARGIN))
+    embedded.stop(timeout=timeout)

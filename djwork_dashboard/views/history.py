@@ -1,0 +1,35 @@
+"""History: recent runs from the djwork:history stream, filtered by class, status and queue."""
+
+from __future__ import annotations
+
+import re
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+
+from djwork import api
+from djwork.api.history import STATUSES
+from djwork_dashboard.views.base import page_view, render_page
+
+STREAM_ID = re.compile(r"\A\d+-\d+\Z")
+PER_PAGE = 50
+
+
+@page_view
+def history(request: HttpRequest) -> HttpResponse:
+    klass = request.GET.get("class", "").strip()[:200]
+    status = request.GET.get("status", "")
+    queue = request.GET.get("queue", "").strip()[:200]
+    before = request.GET.get("before", "") or None
+    if status and status not in STATUSES:
+        messages.warning(request, f"“{status[:40]}” is not a status; showing every status.")
+        status = ""
+    if before and not STREAM_ID.match(before):
+        messages.warning(request, "That page marker is not a stream id; showing the newest runs.")
+        before = None
+    page = api.History.recent(PER_PAGE, klass=klass, status=status, queue=queue, before=before)
+    filters = {"class": klass, "status": status, "queue": queue}
+    return render_page(request, "djwork_dashboard/history.html", {
+        "page": page, "filters": filters, "statuses": STATUSES, "before": before,
+        "length": api.History.length(), "filtered": any(filters.values()),
+    })

@@ -1,0 +1,66 @@
+"""Queues: sizes, latency, paused state; browse, delete one job, pause/resume, clear."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+
+from djwork import api
+from djwork_dashboard.views.base import (
+    PER_PAGE,
+    action_view,
+    back,
+    clamp_page,
+    confirm,
+    newest_first,
+    page_number,
+    page_view,
+    render_page,
+)
+
+
+@page_view
+def queues(request: HttpRequest) -> HttpResponse:
+    return render_page(request, "djwork_dashboard/queues.html", {"queues": api.Queue.all()})
+
+
+@page_view
+def queue(request: HttpRequest, name: str) -> HttpResponse:
+    queue = api.Queue(name)
+    desc = newest_first(request, True)
+    page = clamp_page(request, queue.jobs(page_number(request), PER_PAGE, oldest_first=not desc),
+                      lambda number: queue.jobs(number, PER_PAGE, oldest_first=not desc))
+    return render_page(request, "djwork_dashboard/queue.html", {
+        "queue": queue, "name": name, "page": page, "latency": queue.latency(), "paused": queue.paused(),
+        "order": "desc" if desc else "asc",
+    })
+
+
+@action_view
+def queue_action(request: HttpRequest, name: str) -> HttpResponse:
+    queue = api.Queue(name)
+    action = request.POST.get("action", "")
+    if action == "pause":
+        queue.pause()
+        messages.success(request, f"Paused {name}: workers stop fetching from it within a few seconds.")
+    elif action == "resume":
+        queue.resume()
+        messages.success(request, f"Resumed {name}.")
+    elif action == "delete":
+        ident = request.POST.get("job", "")
+        if not ident:
+            messages.error(request, "No job was chosen.")
+        else:
+            record = queue.delete_job(ident)
+            messages.success(request, f"Deleted {record.display_class} {record.ident} from {name}.")
+    elif action == "clear":
+        if not request.POST.get("confirmed"):
+            return confirm(request, f"Clear queue {name}?",
+                           f"All {queue.size():,} jobs in {name} are deleted. This can't be undone.",
+                           {"action": "clear"}, button="Clear queue")
+        removed = queue.clear()
+        messages.success(request, f"Cleared {name}: {removed:,} jobs deleted.")
+        return back(request, "djwork_dashboard:queues")
+    else:
+        messages.error(request, f"Unknown action “{action[:40]}”.")
+    return back(request, "djwork_dashboard:queue", name)

@@ -1,0 +1,30 @@
+"""Settings for worker subprocesses started by tests/test_worker_*.py: fast clocks, logs to stderr.
+
+DJWORK_TEST_OVERRIDES (JSON object) is merged into DJWORK last, so one test
+can change a single knob (TIMEOUT, MAX_ORPHANINGS, LOG_JOBS, ...) for the
+workers it starts.
+"""
+
+import json
+import os
+
+from tests.settings import *  # noqa: F403
+
+DJWORK = {
+    **DJWORK,  # noqa: F405
+    "HEARTBEAT_INTERVAL": 1,
+    "ORPHAN_THRESHOLD": 3,
+    "REAPER_INTERVAL": 1,
+    "POLL_INTERVAL_AVERAGE": 0.5,
+    "FETCH_TIMEOUT": 1,
+    "TIMEOUT": 2,
+    **json.loads(os.environ.get("DJWORK_TEST_OVERRIDES") or "{}"),
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(threadName)s %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
+    "loggers": {"djwork": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
+}

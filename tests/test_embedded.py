@@ -1,0 +1,163 @@
+"""Embedded mode: djwork inside a real gunicorn worker (tests/gunicorn_conf.py), and the in-process API."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+from django.test import override_settings
+
+from djwork import embedded
+from djwork.testing.redis_server import RedisServer
+from djwork.worker.health import port_open
+from tests import process_jobs
+from tests.helpers_process import free_port, http_get, identities, pid_alive, procs, wait_until  # noqa: F401
+
+TIMEOUT = 3  # tests/settings_process.py
+
+
+def _embedded_identity(raw_redis, server, timeout: float = 20) -> tuple[str, int]:
+    """(identity, pid) of the embedded worker, once it registered from inside the gunicorn worker."""
+
+    def find():
+        if not server.alive():
+            raise AssertionError(f"gunicorn exited ({server.process.returncode}):\n{server.log()}")
+        workers = set(server.children())
+        for identity, info in identities(raw_redis).items():
+            if info["pid"] in workers:
+                return identity, info["pid"]
+        return None
+
+    return wait_until(find, timeout, "the embedded worker to register")
+
+
+@pytest.mark.slow
+def test_jobs_run_in_the_gunicorn_worker_and_drain_on_term(procs, raw_redis, redis_url):  # noqa: F811
+    port, health_port = free_port(), free_port()
+    server = procs.gunicorn(port, redis_url=redis_url, overrides={"HEALTH_PORT": health_port}, label="gunicorn")
+    identity, worker_pid = _embedded_identity(raw_redis, server)
+    assert server.children() == [worker_pid]
+    info = identities(raw_redis)[identity]
+    assert info["embedded"] is True
+    assert http_get(port)[0] in (200, 302)
+    assert http_get(health_port, "/live")[0] == 200
+    wait_until(lambda: http_get(health_port, "/ready")[0] == 200, 5, "/ready")
+
+    process_jobs.record.delay_many([(f"quick-{n}",) for n in range(5)])
+    wait_until(lambda: raw_redis.hlen(process_jobs.COUNTS) == 5, 10, "quick jobs to run")
+    assert {int(pid) for pid in raw_redis.hvals(process_jobs.PIDS)} == {worker_pid}
+
+    # A job still running when gunicorn gets TERM finishes inside the drain.
+    process_jobs.slow.delay("drained", 1.5)
+    wait_until(lambda: raw_redis.hget(process_jobs.STARTS, "drained") == b"1", 5, "the slow job to start")
+    server.send(signal.SIGTERM)
+    assert server.wait_exit(15) == 0
+    assert raw_redis.hget(process_jobs.COUNTS, "drained") == b"1"
+    assert int(raw_redis.hget(process_jobs.PIDS, "drained")) == worker_pid
+    assert not raw_redis.sismember("processes", identity)
+    assert not raw_redis.exists(f"{identity}:work")
+    assert not pid_alive(worker_pid)
+    assert not port_open(health_port)
+    log = server.log()
+    assert f"djwork: stopped ({identity})" in log
+    assert "Exception during worker exit" not in log
+
+
+@pytest.mark.slow
+def test_dashboard_signals_stop_only_the_embedded_worker(procs, raw_redis, redis_url):  # noqa: F811
+    port = free_port()
+    server = procs.gunicorn(port, redis_url=redis_url, label="gunicorn")
+    identity, worker_pid = _embedded_identity(raw_redis, server)
+
+    raw_redis.lpush(f"{identity}-signals", "TSTP")
+    wait_until(lambda: raw_redis.hget(identity, "quiet") == b"true", 5, "quiet=true after a dashboard TSTP")
+    raw_redis.lpush(f"{identity}-signals", "TERM")
+    wait_until(lambda: not raw_redis.sismember("processes", identity), 8, "the worker to leave `processes`")
+    server.wait_log(f"djwork: stopped ({identity})", 5)
+
+    # The host is untouched: same worker process, still serving HTTP.
+    time.sleep(1)
+    assert server.alive()
+    assert server.children() == [worker_pid]
+    assert http_get(port)[0] in (200, 302)
+    assert http_get(port)[0] in (200, 302)
+    assert not raw_redis.sismember("processes", identity)
+
+    server.send(signal.SIGTERM)
+    assert server.wait_exit(10) == 0
+    assert "Exception during worker exit" not in server.log()
+
+
+@pytest.mark.slow
+def test_redis_down_at_boot_keeps_http_serving_and_the_worker_joins_later(procs, tmp_path):  # noqa: F811
+    late = RedisServer(directory=str(tmp_path / "late-redis"))  # a reserved port, nothing listening yet
+    try:
+        port = free_port()
+        server = procs.gunicorn(port, redis_url=late.url, label="gunicorn")
+        wait_until(lambda: http_get(port)[0] in (200, 302), 15, "HTTP while Redis is down")
+        server.wait_log("Redis unreachable at boot", 10)
+        assert http_get(port)[0] in (200, 302)
+
+        late.start()
+        import redis as redis_py
+
+        client = redis_py.Redis.from_url(late.url)
+        identity, worker_pid = _embedded_identity(client, server)
+        assert server.children() == [worker_pid]
+        server.send(signal.SIGTERM)
+        assert server.wait_exit(10) == 0
+        assert not client.sismember("processes", identity)
+        client.close()
+    finally:
+        late.stop()
+
+
+@pytest.mark.slow
+def test_term_while_redis_is_still_down_exits_promptly(procs, tmp_path):  # noqa: F811
+    port = free_port()
+    closed = f"redis://127.0.0.1:{free_port()}/0"
+    server = procs.gunicorn(port, redis_url=closed, label="gunicorn")
+    wait_until(lambda: http_get(port)[0] in (200, 302), 15, "HTTP while Redis is down")
+    server.wait_log("Redis unreachable at boot", 10)
+    asked = time.monotonic()
+    server.send(signal.SIGTERM)
+    assert server.wait_exit(10) == 0
+    assert time.monotonic() - asked < 6  # the boot waiting for Redis ends at once; no drain to wait for
+    assert "Exception during worker exit" not in server.log()
+
+
+# --- the in-process API (no gunicorn) -------------------------------------------------------
+def _boot_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name == "djwork-embedded-boot"]
+
+
+def test_start_returns_at_once_with_redis_down_and_stop_ends_the_boot():
+    closed = f"redis://127.0.0.1:{free_port()}/0"
+    with override_settings(DJWORK={"REDIS_URL": closed, "CONCURRENCY": 1, "TIMEOUT": 1}):
+        began = time.monotonic()
+        instance = embedded.start()
+        try:
+            assert instance is not None
+            assert time.monotonic() - began < 1.0  # never holds up the host's boot
+            assert embedded.start() is instance  # idempotent
+            assert embedded.current() is instance
+            assert instance.launcher is not None and instance.launcher.embedded
+            wait_until(_boot_threads, 2, "the boot thread")
+        finally:
+            stopped = time.monotonic()
+            embedded.stop(timeout=1)
+        assert time.monotonic() - stopped < 5
+        wait_until(lambda: not _boot_threads(), 5, "the boot thread to end")
+        assert not instance.running
+        embedded.stop()  # idempotent
+
+
+def test_a_stop_before_the_boot_thread_ran_registers_nothing(raw_redis, redis_url):
+    with override_settings(DJWORK={"REDIS_URL": redis_url, "CONCURRENCY": 1, "TIMEOUT": 1}):
+        instance = embedded.Embedded(embedded.get_config())
+        instance.stop(timeout=0)  # the host exits before it ever started
+        instance.start()  # a late start after stop is a no-op
+        assert instance.launcher is None
+        assert not raw_redis.smembers("processes")

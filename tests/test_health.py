@@ -1,0 +1,166 @@
+"""Health probes: the server itself, a worker's /live and /ready through a Redis outage, a swarm parent's."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+
+import pytest
+import redis as redis_py
+from django.test import override_settings
+
+from djwork.conf import get_config
+from djwork.testing.redis_server import RedisServer
+from djwork.worker.health import HealthServer, port_open
+from djwork.worker.launcher import Launcher
+from tests.helpers_process import free_port, http_get, identities, procs, wait_until  # noqa: F401
+
+TIMEOUT = 3  # tests/settings_process.py
+BEAT = 1  # tests/settings_process.py HEARTBEAT_INTERVAL
+
+
+# --- the server on its own ----------------------------------------------------------------
+def test_status_codes_and_bodies():
+    state = {"live": True, "ready": False, "crash": False}
+
+    def ready():
+        if state["crash"]:
+            raise RuntimeError("probe crashed")
+        return state["ready"], "ready text"
+
+    server = HealthServer(0, lambda: (state["live"], "live text"), ready, host="127.0.0.1")
+    server.start()
+    server.start()  # idempotent
+    try:
+        port = server.port
+        assert port
+        assert http_get(port, "/live") == (200, "live text\n")
+        assert http_get(port, "/ready") == (503, "ready text\n")
+        state.update(live=False, ready=True)
+        assert http_get(port, "/live")[0] == 503
+        assert http_get(port, "/ready/?verbose=1")[0] == 200
+        assert http_get(port, "/")[0] == 404
+        state["crash"] = True  # a crashing probe answers 503, never a 500 or a hang
+        status, body = http_get(port, "/ready")
+        assert status == 503 and "RuntimeError" in body
+    finally:
+        server.stop()
+    assert not port_open(port)
+    server.stop()  # idempotent
+
+
+def test_a_stuck_client_does_not_block_the_next_probe():
+    server = HealthServer(0, lambda: (True, "ok"), lambda: (True, "ok"), host="127.0.0.1")
+    server.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port)):  # connects, never sends a request
+            began = time.monotonic()
+            assert http_get(server.port, "/live")[0] == 200
+            assert time.monotonic() - began < 1
+    finally:
+        began = time.monotonic()
+        server.stop()
+        assert time.monotonic() - began < 2
+    assert not port_open(server.port)
+
+
+def test_a_taken_port_fails_the_boot_and_rolls_it_back(raw_redis, redis_url):
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with override_settings(DJWORK={"REDIS_URL": redis_url, "CONCURRENCY": 1, "TIMEOUT": 1, "HEALTH_PORT": port}):
+            launcher = Launcher(get_config(), embedded=True)
+            with pytest.raises(OSError):
+                launcher.start()
+            # Nothing was left behind: no presence, no worker threads, stop() is done.
+            assert not raw_redis.smembers("processes")
+            assert launcher.stopped_event.is_set()
+            assert not [t for t in threading.enumerate() if t.name.startswith(("djwork-heartbeat", "djwork-proc"))]
+
+
+def test_the_launcher_closes_its_port_even_when_teardown_steps_fail(raw_redis, redis_url):
+    port = free_port()
+    with override_settings(DJWORK={"REDIS_URL": redis_url, "CONCURRENCY": 1, "TIMEOUT": 1, "HEALTH_PORT": port,
+                                   "HEARTBEAT_INTERVAL": 1}):
+        launcher = Launcher(get_config(), embedded=True)
+        launcher.start()
+        try:
+            assert http_get(port, "/live")[0] == 200
+            wait_until(lambda: http_get(port, "/ready")[0] == 200, 5, "/ready")
+
+            def broken(*_args, **_kwargs):
+                raise RuntimeError("teardown step fails")
+
+            # Redis-side steps only: a broken *thread* stop would leak its loop into later tests.
+            clear = launcher.heartbeat.clear
+            launcher.heartbeat.clear = broken
+            launcher.heartbeat.flush_stats = broken
+        finally:
+            launcher.stop(timeout=1)
+        assert not port_open(port)
+        assert http_get(port, "/live")[0] is None
+        clear()
+
+
+# --- a real worker through a Redis outage ------------------------------------------------------
+@pytest.fixture
+def own_redis(tmp_path):
+    """A private server this test may kill and restart (restart() keeps the port)."""
+    server = RedisServer(directory=str(tmp_path / "redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _probe(port: int) -> tuple[int | None, int | None]:
+    return http_get(port, "/live")[0], http_get(port, "/ready")[0]
+
+
+@pytest.mark.slow
+def test_worker_probes_before_during_and_after_a_redis_outage(procs, own_redis):  # noqa: F811
+    port = free_port()
+    worker = procs.runworkers("-c", "1", "--health-port", str(port), "--health-host", "127.0.0.1",
+                              redis_url=own_redis.url, label="worker")
+    wait_until(lambda: _probe(port) == (200, 200), 15, "live and ready before the outage")
+
+    own_redis.kill()
+    # /ready fails at once (PING), /live holds: restarting the worker would not bring Redis back.
+    wait_until(lambda: _probe(port) == (200, 503), 5, "ready=503 during the outage")
+    _status, body = http_get(port, "/ready")
+    assert "redis unreachable" in body or "heartbeat" in body, body
+    time.sleep(BEAT * 3)  # beats keep failing: still live, still not ready
+    assert _probe(port) == (200, 503)
+
+    own_redis.start()
+    wait_until(lambda: _probe(port) == (200, 200), 15, "ready again after the outage")
+    client = redis_py.Redis.from_url(own_redis.url)
+    try:
+        wait_until(lambda: identities(client), 5, "the worker re-registered on the restarted server")
+        worker.send(signal.SIGTERM)
+        assert worker.wait_exit(TIMEOUT + 8) == 0
+    finally:
+        client.close()
+    assert not port_open(port)
+    assert "health probes closed" in worker.log()
+
+
+@pytest.mark.slow
+def test_swarm_parent_serves_the_probes(procs, own_redis):  # noqa: F811
+    port = free_port()
+    swarm = procs.runworkers("--processes", "2", "-c", "1", "--health-port", str(port), redis_url=own_redis.url,
+                             label="swarm")
+    wait_until(lambda: _probe(port) == (200, 200), 15, "live and ready")
+    wait_until(lambda: http_get(port, "/ready")[1].startswith("2 of 2"), 5, "both children ready")
+
+    own_redis.kill()
+    wait_until(lambda: _probe(port) == (200, 503), 8, "ready=503 during the outage")
+    own_redis.start()
+    wait_until(lambda: _probe(port) == (200, 200), 15, "ready again after the outage")
+
+    swarm.send(signal.SIGTERM)
+    assert swarm.wait_exit(TIMEOUT + 8) == 0
+    assert not port_open(port)

@@ -1,0 +1,141 @@
+"""Quiet, stop and thread dumps, through OS signals and through ``<identity>-signals`` (WIRE.md section 7)."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests import worker_jobs
+from tests.helpers_worker import (  # noqa: F401
+    counts,
+    in_progress_items,
+    send_remote_signal,
+    wait_until,
+    workers,
+)
+
+pytestmark = pytest.mark.slow
+
+BEAT = 1.0  # tests/settings_worker.py HEARTBEAT_INTERVAL
+DUMP = "WARNING djwork.worker MainThread djwork thread dump:"  # the log line, not the source line in a stack
+
+
+def _assert_quiet_then_stop(worker, raw_redis, quiet, stop) -> None:
+    identity = worker.identity(raw_redis)
+    worker_jobs.record.delay("before")
+    wait_until(lambda: counts(raw_redis).get("before") == 1, 10, "a job before quiet")
+    assert raw_redis.hget(identity, "quiet") == b"false"
+
+    asked = time.monotonic()
+    quiet()
+    wait_until(lambda: raw_redis.hget(identity, "quiet") == b"true", 2 * BEAT + 1.5, "quiet=true")
+    assert time.monotonic() - asked <= 2 * BEAT + 1.5
+    worker_jobs.record.delay("after-quiet")
+    time.sleep(2 * BEAT)
+    assert "after-quiet" not in counts(raw_redis)
+    assert raw_redis.llen("queue:default") == 1
+    assert worker.alive()
+    assert raw_redis.sismember("processes", identity)
+    beat = float(raw_redis.hget(identity, "beat"))
+    wait_until(lambda: float(raw_redis.hget(identity, "beat")) > beat, 2 * BEAT + 1, "beats while quiet")
+
+    stop()
+    assert worker.wait_exit(10) == 0
+    assert not raw_redis.sismember("processes", identity)
+    assert not raw_redis.exists(f"{identity}:work", f"{identity}:workers")
+    assert raw_redis.zscore("djwork:beats", identity) is None
+    assert not in_progress_items(raw_redis)
+    assert not any(identity in member.decode() for member in raw_redis.smembers("djwork:inprogress"))
+    # The job pushed while quiet is still waiting, untouched.
+    assert raw_redis.llen("queue:default") == 1
+    assert "after-quiet" not in counts(raw_redis)
+    # The identity hash is left to expire, as Sidekiq does.
+    assert 0 < raw_redis.ttl(identity) <= 60
+
+
+def test_quiet_and_stop_through_the_signal_list(workers, raw_redis):  # noqa: F811
+    worker = workers.start("-c", "2")
+    identity = worker.identity(raw_redis)
+    _assert_quiet_then_stop(worker, raw_redis,
+                            lambda: send_remote_signal(raw_redis, identity, "TSTP"),
+                            lambda: send_remote_signal(raw_redis, identity, "TERM"))
+    log = worker.log()
+    assert f"received TSTP through {identity}-signals" in log
+    assert f"received TERM through {identity}-signals" in log
+    assert not raw_redis.exists(f"{identity}-signals")
+
+
+def test_quiet_and_stop_through_os_signals(workers, raw_redis):  # noqa: F811
+    worker = workers.start("-c", "2")
+    _assert_quiet_then_stop(worker, raw_redis,
+                            lambda: worker.send(signal.SIGTSTP),
+                            lambda: worker.send(signal.SIGTERM))
+    assert "received TSTP" in worker.log()
+
+
+def _start_busy_worker(pool, raw_redis, timeout: float):
+    worker_jobs.slow.delay("long", 10)
+    (raw,) = raw_redis.lrange("queue:default", 0, -1)
+    worker = pool.start("-c", "2", overrides={"TIMEOUT": timeout})
+    identity = worker.identity(raw_redis)
+    wait_until(lambda: raw_redis.hget("t:starts", "long") == b"1", 10, "the long job to start")
+    wait_until(lambda: raw_redis.hget(identity, "busy") == b"1", 3, "busy=1")
+    return worker, identity, raw
+
+
+def _assert_requeued(raw_redis, identity: str, raw: bytes) -> None:
+    # Back on its queue at the pop end, byte for byte as it was fetched.
+    assert raw_redis.lrange("queue:default", 0, -1) == [raw]
+    assert not in_progress_items(raw_redis)
+    assert not any(identity in member.decode() for member in raw_redis.smembers("djwork:inprogress"))
+    assert not raw_redis.sismember("processes", identity)
+    assert not raw_redis.exists(f"{identity}:work", f"{identity}:workers")
+    assert "long" not in counts(raw_redis)
+
+
+def test_shutdown_requeues_jobs_still_running_at_the_deadline(workers, raw_redis):  # noqa: F811
+    worker, identity, raw = _start_busy_worker(workers, raw_redis, timeout=1)
+    asked = time.monotonic()
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(10) == 0
+    assert time.monotonic() - asked < 5
+    _assert_requeued(raw_redis, identity, raw)
+    assert "pushed 1 job(s) back" in worker.log()
+
+
+def test_second_term_during_the_drain_exits_at_once(workers, raw_redis):  # noqa: F811
+    worker, identity, raw = _start_busy_worker(workers, raw_redis, timeout=30)
+    worker.send(signal.SIGTERM)
+    worker.wait_log("shutting down", 5)
+    time.sleep(0.5)
+    assert worker.alive(), "the first TERM must wait for the running job"
+    asked = time.monotonic()
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(10) == 0
+    assert time.monotonic() - asked < 3
+    _assert_requeued(raw_redis, identity, raw)
+
+
+def test_ttin_dumps_threads(workers, raw_redis):  # noqa: F811
+    worker = workers.start("-c", "2")
+    identity = worker.identity(raw_redis)
+    worker.send(signal.SIGTTIN)
+    worker.wait_log(DUMP, 5)
+    log = worker.log()
+    assert "Thread MainThread" in log and "Thread djwork-heartbeat" in log and "Thread djwork-dispatcher" in log
+    assert log.count(DUMP) == 1
+
+    send_remote_signal(raw_redis, identity, "TTIN")
+    wait_until(lambda: worker.log().count(DUMP) == 2, 2 * BEAT + 2, "a second dump")
+    assert f"received TTIN through {identity}-signals" in worker.log()
+    # An unknown value in the list is ignored, and the process keeps running.
+    send_remote_signal(raw_redis, identity, "USR9")
+    worker.wait_log("'USR9'", 2 * BEAT + 2)
+    assert worker.alive()
+    worker_jobs.record.delay("still-working")
+    wait_until(lambda: counts(raw_redis).get("still-working") == 1, 10, "a job after the dumps")
+    assert raw_redis.hget(identity, "quiet") == b"false"
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(10) == 0
