@@ -229,6 +229,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error | Warni
     if health_port is not None and (not _is_integer(health_port) or not 0 < health_port < 65536):
         errors.append(Error(f"DJWORK['HEALTH_PORT'] must be None or a TCP port, got {health_port!r}.",
                             hint="e.g. 8081; /live and /ready are served there (off when None).", id="djwork.E022"))
+    if not isinstance(values["HEALTH_HOST"], str) or not values["HEALTH_HOST"]:
+        errors.append(Error(f"DJWORK['HEALTH_HOST'] must be an address string, got {values['HEALTH_HOST']!r}.",
+                            hint="'0.0.0.0' (all interfaces, what a kubelet probing the pod IP needs) or '127.0.0.1'.",
+                            id="djwork.E023"))
     max_retries = values["MAX_RETRIES"]
     if not _is_integer(max_retries) or max_retries < 0:
         errors.append(Error(f"DJWORK['MAX_RETRIES'] must be an integer >= 0, got {max_retries!r}.",

@@ -55,6 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "FETCH_TIMEOUT": 2.0,
     "UNKNOWN_CLASS": "dead",
     "HEALTH_PORT": None,
+    "HEALTH_HOST": "0.0.0.0",
 }
 
 

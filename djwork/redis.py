@@ -444,6 +444,21 @@ def get_layer() -> RedisLayer:
         return _layer
 
 
+def use_config(config: Any) -> None:
+    """Build this process's pools from ``config`` (a worker's, with its command-line overrides).
+
+    Pools are sized from concurrency and queue count: built from settings alone,
+    ``runworkers -c 50`` would starve its own processors of connections.
+    """
+    global _layer
+    with _layer_lock:
+        if _layer is not None and _layer.pid == os.getpid() and _layer.config is config:
+            return
+        old, _layer = _layer, RedisLayer(config)
+    if old is not None and old.pid == os.getpid():
+        old.close()
+
+
 def reset() -> None:
     """Drop this process's pools (settings changed, or a forked child starting fresh)."""
     global _layer

@@ -232,6 +232,8 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("UNKNOWN_CLASS", "skip", "djwork.E021"),
     ("UNKNOWN_CLASS", None, "djwork.E021"),
     ("HEALTH_PORT", 0, "djwork.E022"),
+    ("HEALTH_HOST", "", "djwork.E023"),
+    ("HEALTH_HOST", 8080, "djwork.E023"),
     ("HEALTH_PORT", 70000, "djwork.E022"),
     ("HEALTH_PORT", "8081", "djwork.E022"),
     ("MAX_ORPHANINGS", 0, "djwork.E011"),

@@ -66,6 +66,7 @@ class Launcher:
     def __init__(self, config: Config, *, embedded: bool = False,
                  deliver_signal: Callable[[str], None] | None = None) -> None:
         self.config = config
+        redis_layer.use_config(config)
         self.embedded = embedded
         self.hostname = os.environ.get("DYNO") or socket.gethostname()
         self.identity = f"{self.hostname}:{os.getpid()}:{os.urandom(6).hex()}"
