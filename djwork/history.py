@@ -11,8 +11,8 @@ entries). docs/history.md documents the stream for readers.
 
 from __future__ import annotations
 
+import collections
 import logging
-import threading
 from typing import Any
 
 import orjson
@@ -36,8 +36,7 @@ class HistoryRecorder(PeriodicComponent):
         super().__init__()
         self.identity = identity
         self.max_length = max_length
-        self._buffer: list[tuple[str, str, str, str, float, float, str, str]] = []
-        self._buffer_lock = threading.Lock()
+        self._buffer: collections.deque[tuple[str, str, str, str, float, float, str, str]] = collections.deque()
 
     def interval(self) -> float:
         return FLUSH_INTERVAL
@@ -47,16 +46,20 @@ class HistoryRecorder(PeriodicComponent):
         # Kept raw (a tuple, formatted at flush time): this runs on the
         # processor thread for every job.
         entry = (jid or "", class_name, queue, status, started, duration_ms, error_class, error_message)
-        with self._buffer_lock:
-            if len(self._buffer) < MAX_BUFFER:
-                self._buffer.append(entry)
+        # deque.append is atomic: no lock on the per-job path.
+        if len(self._buffer) < MAX_BUFFER:
+            self._buffer.append(entry)
 
     def tick(self) -> None:
         self.flush()
 
     def flush(self) -> None:
-        with self._buffer_lock:
-            entries, self._buffer = self._buffer, []
+        entries = []
+        try:
+            while True:
+                entries.append(self._buffer.popleft())
+        except IndexError:
+            pass
         if not entries:
             return
 

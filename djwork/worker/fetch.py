@@ -30,6 +30,11 @@ class UnitOfWork:
     queue_index: int
     raw: str
     in_progress_key: str | None
+    # Filled in by the processor and settled by Manager._release under one
+    # lock acquisition: one contended lock per job instead of three.
+    ack_jid: str | None = None
+    processed: int = 0
+    failed: int = 0
 
 
 @dataclass(slots=True)

@@ -114,9 +114,13 @@ class Launcher:
 
     def take_counts(self) -> tuple[int, int]:
         with self._counts_lock:
-            counts = (self._processed, self._failed)
+            processed, failed = self._processed, self._failed
             self._processed = self._failed = 0
-        return counts
+        for manager in self.managers:
+            more_processed, more_failed = manager.take_counts()
+            processed += more_processed
+            failed += more_failed
+        return processed, failed
 
     _thread_ids = threading.local()
 

@@ -54,6 +54,9 @@ class Manager:
         self.stopping = False
         self.abandoned = False  # set at the deadline: late finishers must not ack requeued jobs
         self.needs_reconcile = False
+        self.processed = 0
+        self.failed = 0
+        self.idle = False  # the dispatcher is waiting for a job to arrive, not for a free slot
         self.backlog = False  # the last fetch filled every free slot: more jobs are likely waiting
         self.batch_minimum = max(1, capsule.concurrency // 2)
         self.processors: set[threading.Thread] = set()
@@ -173,6 +176,10 @@ class Manager:
 
     def _release(self, unit: UnitOfWork) -> None:
         with self.condition:
+            if unit.ack_jid is not None and not self.abandoned and (self.fetcher.reliable or unit.ack_jid):
+                self.pending_acks.append(Ack(unit.queue_index, unit.raw, unit.ack_jid))
+            self.processed += unit.processed
+            self.failed += unit.failed
             self.running[unit.raw] -= 1
             if self.running[unit.raw] <= 0:
                 del self.running[unit.raw]
@@ -181,21 +188,26 @@ class Manager:
             # batched it is waiting for batch_minimum free slots anyway.
             if not self.backlog or self.free >= self.batch_minimum or self.quieted or self.stopping:
                 self.condition.notify_all()
-            ack_waiting = bool(self.pending_acks)
+            ack_waiting = bool(self.pending_acks) and self.idle
         if ack_waiting:
             # An idle dispatcher sleeps on job_arrived (up to FETCH_TIMEOUT), not
             # on the condition: wake it so the ack goes out now, or a crash in
             # that window would run the finished job again.
             self.job_arrived.set()
 
-    def acknowledge(self, unit: UnitOfWork, jid: str) -> None:
-        """The job is done (succeeded, expired, or filed elsewhere): remove it with the next fetch."""
-        if not self.fetcher.reliable and not jid:
-            return
+    @staticmethod
+    def acknowledge(unit: UnitOfWork, jid: str) -> None:
+        """The job is done (succeeded, expired, or filed elsewhere): remove it with the next fetch.
+
+        Recorded on the unit; ``_release`` queues the ack when the processor lets go of it.
+        """
+        unit.ack_jid = jid
+
+    def take_counts(self) -> tuple[int, int]:
         with self.condition:
-            if self.abandoned:
-                return
-            self.pending_acks.append(Ack(unit.queue_index, unit.raw, jid))
+            counts = (self.processed, self.failed)
+            self.processed = self.failed = 0
+        return counts
 
     # --- dispatcher -----------------------------------------------------------
     def _dispatch_loop(self) -> None:
@@ -246,9 +258,11 @@ class Manager:
     def _wait_for_arrival(self) -> None:
         self.job_arrived.clear()
         self.want_jobs.set()
+        self.idle = True
         # Bounded so a paused queue resuming, or a missed wakeup, costs at most
         # one fetch timeout rather than a hang.
         self.job_arrived.wait(self.launcher.config.fetch_timeout)
+        self.idle = False
 
     def _pause_after_error(self) -> None:
         with self.condition:

@@ -153,7 +153,7 @@ class Executor:
             self.launcher.work_state.pop(tid, None)
         elapsed_ms = (time.perf_counter() - clock) * 1000
         if error is None:
-            self.launcher.count(processed=1)
+            unit.processed = 1
             manager.acknowledge(unit, jid)
             self.launcher.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
             if isinstance(target, Task) or payload.get("djwork_task"):
@@ -214,7 +214,7 @@ class Executor:
     def _handle_failure(self, manager: Manager, unit: UnitOfWork, payload: dict[str, Any],
                         error: BaseException, job: Job | None, started: float, elapsed_ms: float,
                         unknown: bool = False) -> None:
-        self.launcher.count(processed=1, failed=1)
+        unit.processed = unit.failed = 1
         if unknown and self.config.unknown_class == "dead":
             decision = decide({**payload, "retry": 0}, error, None, unit.queue, self.config.max_retries)
             decision = Decision("dead", decision.payload, decision.score)
@@ -244,7 +244,7 @@ class Executor:
 
     def _bury_invalid(self, manager: Manager, unit: UnitOfWork, reason: str) -> None:
         """A payload that is not a job: to `dead` inside a readable wrapper that keeps the raw text."""
-        self.launcher.count(processed=1, failed=1)
+        unit.processed = unit.failed = 1
         now = time.time()
         wrapper = {
             "class": INVALID_PAYLOAD_CLASS, "args": [unit.raw], "queue": unit.queue, "jid": new_jid(),
