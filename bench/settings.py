@@ -22,3 +22,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {"djwork": {"handlers": ["console"], "level": "WARNING"}},
 }
+
+if os.environ.get("BENCH_SWITCH_INTERVAL"):
+    import sys
+
+    sys.setswitchinterval(float(os.environ["BENCH_SWITCH_INTERVAL"]))
