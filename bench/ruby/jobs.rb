@@ -1,0 +1,39 @@
+# Sidekiq workers for bench/compare.py: the same bodies as the Python systems' (one INCR; one RPUSH of a latency).
+#
+#   BENCH_REDIS_URL=redis://127.0.0.1:PORT/0 sidekiq -r ./bench/ruby/jobs.rb -c 10 -q bench
+#
+# The job bodies use Sidekiq's own connection pool (Sidekiq.redis), as a Sidekiq
+# app would. Per-job log lines are off (WARN), as djwork's LOG_JOBS is in bench/settings.py.
+require "sidekiq"
+
+# Debian pairs sidekiq 6.4.1 with redis-rb 4.8, which prints a deprecation warning to stderr on
+# every BRPOP (positional timeout) and SADD (return type) Sidekiq 6.4 makes: a log write per job
+# fetched or pushed. Silenced, as an app would do; Sidekiq's numbers would include it otherwise.
+Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+
+Sidekiq.configure_server do |config|
+  config.redis = { url: ENV.fetch("BENCH_REDIS_URL") }
+end
+Sidekiq.configure_client do |config|
+  config.redis = { url: ENV.fetch("BENCH_REDIS_URL") }
+end
+Sidekiq.logger.level = Logger::WARN
+
+class IncrJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench"
+
+  def perform
+    Sidekiq.redis { |conn| conn.incr("bench:counter") }
+  end
+end
+
+class ProbeJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench"
+
+  def perform(sent_at)
+    started = Time.now.to_f
+    Sidekiq.redis { |conn| conn.rpush("bench:latency", started - sent_at) }
+  end
+end
