@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -95,12 +96,15 @@ class RedisServer:
 def main() -> None:  # pragma: no cover - used by ./dev
     """``python -m djwork.testing.redis_server DIR``: run in the foreground, print the URL."""
     directory = sys.argv[1] if len(sys.argv) > 1 else None
+    # ./dev stops this wrapper with SIGTERM; without a handler Python dies at
+    # once, the finally below never runs, and redis-server outlives the run.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     server = RedisServer(directory=directory).start()
     print(server.url, flush=True)
     try:
         while server.process and server.process.poll() is None:
             time.sleep(0.5)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):
         pass
     finally:
         server.stop()
