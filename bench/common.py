@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from djwork.testing.redis_server import RedisServer  # noqa: E402
+from djwork.worker.heartbeat import rss_kb  # noqa: E402
 
 
 def start_redis() -> RedisServer:
@@ -46,14 +47,32 @@ def stop_worker(process: subprocess.Popen) -> None:
             process.wait()
 
 
-def rss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+def children_map() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        tree.setdefault(parent, []).append(int(entry.name))
+    return tree
+
+
+def descendants(pid: int) -> list[int]:
+    tree, found, todo = children_map(), [], [pid]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def tree_rss_kb(pid: int) -> int:
+    """RSS of a process and all its descendants (a swarm parent and its forked workers)."""
+    return sum(rss_kb(each) for each in [pid, *descendants(pid)])
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.01) -> bool:

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
-from common import ROOT, rss_kb, start_redis
+from common import ROOT, descendants, start_redis, tree_rss_kb
 
 PY = sys.executable
 BIN = Path(PY).parent
@@ -123,33 +123,6 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except OSError:
         pass
-
-
-def children_map() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat.rsplit(")", 1)[1].split()[1])
-        tree.setdefault(parent, []).append(int(entry.name))
-    return tree
-
-
-def descendants(pid: int) -> list[int]:
-    tree, found, todo = children_map(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def tree_rss_kb(pid: int) -> int:
-    return sum(rss_kb(each) for each in [pid, *descendants(pid)])
 
 
 def tail(path: Path, lines: int = 6) -> str:

@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from common import rss_kb, setup_django, start_redis, start_worker, stop_worker, table, wait_for
+from common import setup_django, start_redis, start_worker, stop_worker, table, tree_rss_kb, wait_for
 
 
 def drain(jobs: int, concurrency: int, processes: int) -> tuple[float, int]:
@@ -34,7 +34,7 @@ def drain(jobs: int, concurrency: int, processes: int) -> tuple[float, int]:
         elapsed = time.perf_counter() - began
         if not done:
             raise SystemExit(f"drain incomplete: {client.get('bench:counter')} of {jobs}")
-        rss = rss_kb(worker.pid)
+        rss = tree_rss_kb(worker.pid)
         return jobs / elapsed, rss
     finally:
         stop_worker(worker)
@@ -86,7 +86,7 @@ def main() -> None:
         rate, rss = drain(args.jobs, args.concurrency, args.processes)
         rows = [
             (f"drain, {args.processes} process(es), -c {args.concurrency}, {args.jobs:,} jobs", f"{rate:,.0f} jobs/s"),
-            ("worker RSS after the drain", f"{rss / 1024:.1f} MB"),
+            ("worker RSS after the drain (all processes)", f"{rss / 1024:.1f} MB"),
         ]
         if not args.skip_latency:
             values = latency(args.rate, args.probes, args.concurrency)

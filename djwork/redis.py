@@ -281,7 +281,6 @@ class RedisLayer:
         kwargs: dict[str, Any] = {
             "socket_connect_timeout": self.config.connect_timeout,
             "socket_timeout": socket_timeout,
-            "retry": Retry(NoBackoff(), 0),
             "retry_on_timeout": False,
             "health_check_interval": 0,
             "client_name": f"djwork-{purpose}",

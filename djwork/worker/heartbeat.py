@@ -38,9 +38,10 @@ logger = logging.getLogger("djwork.worker")
 SIGNALS_PER_BEAT = 10
 
 
-def rss_kb() -> int:
+def rss_kb(pid: int | str = "self") -> int:
+    """Resident memory in KB from /proc (VmRSS, as Sidekiq reports it); 0 where unavailable."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
             for line in status:
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])

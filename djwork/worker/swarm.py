@@ -58,6 +58,7 @@ from djwork.conf import Config
 from djwork.worker import runner
 from djwork.worker.component import JOIN_TIMEOUT, PeriodicComponent, Sleeper, safe_thread
 from djwork.worker.health import DEFAULT_HOST, HealthServer, launcher_ready
+from djwork.worker.heartbeat import rss_kb
 from djwork.worker.launcher import Launcher, deliver_to_self, dump_threads
 
 logger = logging.getLogger("djwork.worker")
@@ -91,17 +92,6 @@ def set_title(title: str) -> None:
             _setproctitle(title)
         except Exception:  # pragma: no cover - cosmetic, never fatal
             pass
-
-
-def proc_rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 class Board:
@@ -333,7 +323,7 @@ class Swarm:
         for child in list(self.children.values()):
             if child.reason:
                 continue
-            rss = proc_rss_kb(child.pid)
+            rss = rss_kb(child.pid)
             if self.max_memory_kb and rss > self.max_memory_kb:
                 logger.warning("djwork swarm: child %d uses %d MB (limit %d MB); restarting it gracefully",
                                child.pid, rss // 1024, self.max_memory_kb // 1024)
