@@ -490,3 +490,15 @@ def attempts(*, idempotent: bool = False, purpose: str = "default") -> Iterator[
 def client(purpose: str = "default") -> redis_py.Redis:
     """The raw pooled client, for callers that handle errors themselves (blocking fetch)."""
     return get_layer().client(purpose)
+
+
+def dedicated_connection(purpose: str = "fetch") -> Any:
+    """A connection of its own, outside the pool, with the pool's settings and timeouts.
+
+    For a thread that blocks on a queue: another thread interrupts that block
+    with CLIENT UNBLOCK, which needs the id of a connection nobody else uses.
+    Taken from the pool instead, it would also starve the pool of a slot for
+    as long as the thread lives. The caller handles errors and disconnects.
+    """
+    pool = get_layer().client(purpose).connection_pool
+    return pool.connection_class(**pool.connection_kwargs)

@@ -2,8 +2,10 @@
 -- Jobs that finished but whose ack is still buffered are dropped first, in
 -- the same step, so they are not run again (seed 004, cogworker manager.rb).
 -- Requeued jobs go to the pop end (RPUSH), oldest nearest it, so they run
--- next (Sidekiq's bulk_requeue).
--- KEYS[1] = in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:inprogress registry SET
+-- next (Sidekiq's bulk_requeue). The list stays in the in-progress registry:
+-- a queue waiter's take that lands after this step must still be found by
+-- orphan recovery; the heartbeat's clean stop unregisters the lists left empty.
+-- KEYS[1] = in-progress LIST, KEYS[2] = queue:<name>
 -- ARGV = raw payloads whose ack is pending (removed, not requeued)
 -- Returns the number of jobs requeued.
 for i = 1, #ARGV do
@@ -14,5 +16,4 @@ for i = 1, #items do
   redis.call('RPUSH', KEYS[2], items[i])
 end
 redis.call('DEL', KEYS[1])
-redis.call('SREM', KEYS[3], KEYS[1])
 return #items

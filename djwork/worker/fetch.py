@@ -9,11 +9,18 @@ mid-job leaves its jobs on its in-progress lists, where orphan recovery
 
 Basic fetch RPOPs instead (Sidekiq OSS's BRPOP semantics): no in-progress
 list, so a crash loses what was running. Kept for parity, not recommended.
+
+When the queues are empty, ``QueueTaker``s block on them and take the job
+that lands, straight into the in-progress list (BLMOVE), as atomically as
+fetch.lua does. A blocking *peek* would not do: on a queue shared with Ruby
+Sidekiq, whose idle threads wait in BRPOP, every arriving job would go to
+Ruby before djwork's fetch could take it.
 """
 
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,17 +118,6 @@ class Fetcher:
             ))
         return work
 
-    def wait_for_job(self, queue_index: int, timeout: float) -> bool:
-        """Block until ``queue:<name>`` has a job (or ``timeout``); never takes it.
-
-        BLMOVE from a list to itself, right to right, hands back the tail
-        element and leaves the list as it was: a blocking peek. The job itself
-        is only ever taken by fetch.lua, atomically into the in-progress list.
-        """
-        key = self.queue_keys[queue_index - 1]
-        conn = redis_layer.client("fetch")
-        return conn.blmove(key, key, timeout, "RIGHT", "RIGHT") is not None
-
     def requeue(self, pending_acks: list[Ack]) -> int:
         """Shutdown: drop the jobs whose ack is pending, push the rest back, per queue, atomically."""
         if not self.reliable:
@@ -136,7 +132,7 @@ class Fetcher:
             for index in range(1, len(self.queue_names) + 1):
                 count += int(scripts.evaluate(
                     conn, "requeue",
-                    [self.in_progress_keys[index - 1], self.queue_keys[index - 1], keys.IN_PROGRESS_REGISTRY],
+                    [self.in_progress_keys[index - 1], self.queue_keys[index - 1]],
                     by_queue.get(index, []),
                 ))
             return count
@@ -159,3 +155,91 @@ class Fetcher:
             index: [raw.decode() for raw in items]
             for index, items in enumerate(lists, start=1)
         }
+
+
+class QueueTaker:
+    """A dedicated connection that blocks on one queue and takes the job that lands on it.
+
+    Reliable fetch moves the job into the in-progress list (BLMOVE), so a lost
+    reply or a crash leaves it where reconciling or orphan recovery finds it;
+    basic fetch pops it (BRPOP), as Sidekiq OSS does. The connection is its
+    own so that another thread can cut the wait short with CLIENT UNBLOCK.
+    """
+
+    def __init__(self, fetcher: Fetcher, queue_index: int) -> None:
+        self.fetcher = fetcher
+        self.queue_index = queue_index
+        self.queue = fetcher.queue_names[queue_index - 1]
+        self.queue_key = fetcher.queue_keys[queue_index - 1]
+        self.in_progress_key = fetcher.in_progress_keys[queue_index - 1]
+        self.connection: Any = None
+        self.client_id: int | None = None
+        self._lock = threading.Lock()
+
+    def connect(self) -> int:
+        """Open the connection if needed and learn its id (for CLIENT UNBLOCK)."""
+        with self._lock:
+            if self.connection is None:
+                self.connection = redis_layer.dedicated_connection("fetch")
+            if self.client_id is None:
+                try:
+                    self.connection.send_command("CLIENT", "ID")
+                    self.client_id = int(self.connection.read_response())
+                except BaseException:
+                    self._drop()
+                    raise
+            return self.client_id
+
+    def take(self, timeout: float) -> tuple[str | None, bool]:
+        """Block up to ``timeout`` seconds for a job; returns (raw payload or None, queue paused?).
+
+        The paused check rides in the same round trip and runs after the take,
+        so it sees a pause that began while we were blocked.
+        """
+        connection = self.connection
+        if self.fetcher.reliable:
+            take = ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
+        else:
+            take = ("BRPOP", self.queue_key, timeout)
+        try:
+            connection.send_packed_command(connection.pack_commands([take, ("SISMEMBER", keys.PAUSED, self.queue)]))
+            taken = connection.read_response()
+            paused = connection.read_response()
+        except BaseException:
+            with self._lock:
+                self._drop()
+            raise
+        if taken is not None and not self.fetcher.reliable:
+            taken = taken[1]
+        if isinstance(taken, bytes):
+            taken = taken.decode()
+        return taken, bool(paused)
+
+    def is_paused(self) -> bool:
+        return bool(redis_layer.run(lambda conn: conn.sismember(keys.PAUSED, self.queue), idempotent=True))
+
+    def give_back(self, raw: str) -> None:
+        """Return a job taken but not run to the pop end of its queue, where it was taken from."""
+        if self.fetcher.reliable:
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [self.in_progress_key, self.queue_key],
+                                                          [raw]), idempotent=True, purpose="fetch")
+        else:
+            # Basic fetch already popped it: a lost reply here loses it, as basic fetch accepts.
+            redis_layer.run(lambda conn: conn.rpush(self.queue_key, raw), purpose="fetch")
+
+    def unit(self, raw: str) -> UnitOfWork:
+        return UnitOfWork(queue=self.queue, queue_index=self.queue_index, raw=raw,
+                          in_progress_key=self.in_progress_key if self.fetcher.reliable else None)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        # After any error the reply stream is unknown: start over on a new socket, with a new id.
+        if self.connection is not None:
+            try:
+                self.connection.disconnect()
+            except Exception:  # pragma: no cover - teardown must not raise
+                pass
+        self.client_id = None

@@ -3,10 +3,15 @@
 The dispatcher fetches only when a processor slot is free, and never more
 jobs than free slots: no prefetch, so a long job can't hold short ones
 hostage behind it (Celery's prefetch starvation). Finished jobs' acks are
-buffered and ride on the next fetch. When every queue is empty, waiter
-threads block on the queues (a blocking peek) and wake the dispatcher the
-moment a job arrives: an idle worker notices new work at once, without
-polling.
+buffered and ride on the next fetch. When every queue is empty, taker
+threads block on the queues, one per free slot (at least one per queue),
+and take the job that lands straight into the in-progress list: an idle
+worker notices new work at once, without polling, and competes for it on
+equal terms with Ruby Sidekiq's idle threads on a shared queue. A taker
+holds a slot while it blocks (``reserved``), so takers and the dispatcher
+together never take more jobs than there are free slots; the one exception,
+a queue's first taker watching even when other queues' takers hold every
+free slot, gives back what it cannot run.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from djwork import redis as redis_layer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
-from djwork.worker.fetch import Ack, Fetcher, UnitOfWork
+from djwork.worker.fetch import Ack, Fetcher, QueueTaker, UnitOfWork
 
 if TYPE_CHECKING:
     from djwork.conf import Capsule
@@ -31,6 +37,7 @@ logger = logging.getLogger("djwork.worker")
 FETCH_ERROR_PAUSE = 1.0
 PAUSED_RECHECK = 2.0
 BATCH_WAIT = 0.002
+RECALL_RETRY = 0.02
 
 
 class Manager:
@@ -45,6 +52,10 @@ class Manager:
         self.concurrency = capsule.concurrency
         self.condition = threading.Condition()
         self.free = capsule.concurrency  # slots neither running nor handed out
+        self.reserved = 0  # takers blocked on a queue (or settling what they took), each holding a slot
+        self.reserved_by_queue: collections.Counter[int] = collections.Counter()
+        self.recalling = 0  # >0: takers must not block (reconcile or shutdown needs them out of Redis)
+        self.blocked: dict[int, int] = {}  # taker thread ident -> its connection's client id, while blocked
         self.pending_acks: list[Ack] = []
         self.running: collections.Counter[str] = collections.Counter()
         self.work: queue_module.SimpleQueue[UnitOfWork | None] = queue_module.SimpleQueue()
@@ -61,7 +72,7 @@ class Manager:
         self.batch_minimum = max(1, capsule.concurrency // 2)
         self.processors: set[threading.Thread] = set()
         self.dispatcher: threading.Thread | None = None
-        self.waiters: list[threading.Thread] = []
+        self.takers: list[threading.Thread] = []
         self._started = False
 
     # --- lifecycle ------------------------------------------------------------
@@ -73,17 +84,27 @@ class Manager:
         for _ in range(self.concurrency):
             self._spawn_processor()
         self.dispatcher = safe_thread(f"dispatcher-{self.capsule.name}", self._dispatch_loop)
-        for index in range(1, len(self.fetcher.queue_names) + 1):
-            self.waiters.append(safe_thread(f"waiter-{self.fetcher.queue_names[index - 1]}",
-                                            lambda index=index: self._wait_loop(index)))
+        queue_count = len(self.fetcher.queue_names)
+        per_queue = max(1, -(-self.concurrency // queue_count))
+        for index in range(1, queue_count + 1):
+            for number in range(per_queue):
+                self.takers.append(safe_thread(
+                    f"taker-{self.fetcher.queue_names[index - 1]}-{number}",
+                    lambda index=index, first=number == 0: self._take_loop(index, first)))
 
     def quiet(self) -> None:
         """Stop fetching; running jobs finish. Idempotent."""
         with self.condition:
+            first = not self.quieted
             self.quieted = True
             self.condition.notify_all()
         self.job_arrived.set()
         self.want_jobs.set()
+        if first and self.takers:
+            # On a thread of its own: the caller may be a signal handler's or the
+            # heartbeat's, and a Redis outage must not hold either up.
+            safe_thread(f"recall-{self.capsule.name}",
+                        lambda: self._recall_takers(time.monotonic() + self._taker_bound()))
 
     def stop(self, deadline: Callable[[], float]) -> None:
         """Quiet, wait for running jobs until ``deadline()`` (monotonic), then requeue the rest.
@@ -114,6 +135,14 @@ class Manager:
             acks, self.pending_acks = self.pending_acks, []
         for _ in range(len(self.processors)):
             self.work.put(None)
+        # A taker still blocked could move one more job into our in-progress
+        # list after the requeue below emptied it: wait for every taker first.
+        taker_deadline = time.monotonic() + self._taker_bound() + JOIN_TIMEOUT
+        for thread in self.takers:
+            thread.join(max(0.0, taker_deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in self.takers):
+            logger.warning("djwork: a queue taker did not stop in time; a job it takes late stays on the "
+                           "in-progress list, where orphan recovery returns it")
         if unfinished:
             logger.warning("djwork: %d job(s) still running at the shutdown deadline; requeueing them",
                            unfinished)
@@ -215,59 +244,90 @@ class Manager:
             with self.condition:
                 # Quiet: take no more jobs, but keep settling acks as running
                 # jobs finish, so a kill -9 while quiet doesn't re-run them.
-                while not self.stopping and (not self.pending_acks if self.quieted else self.free <= 0):
+                # Slots held by blocked takers are theirs; but acks go out even when
+                # takers hold every free slot, or a crash would re-run finished jobs.
+                while not self.stopping and not self.pending_acks and not self.needs_reconcile and (
+                        self.quieted or self.free - self.reserved <= 0 or self.recalling):
                     self.condition.wait()
                 if self.stopping:
                     return
-                if self.backlog and not self.quieted and self.free < self.batch_minimum:
+                if self.backlog and not self.quieted and self.free - self.reserved < self.batch_minimum:
                     # The queue had more than we could take: let a few more slots
                     # free up, so a busy worker pays one fetch per batch, not one
                     # per job. Bounded, so a lone free slot waits at most BATCH_WAIT.
                     self.condition.wait(BATCH_WAIT)
                     if self.stopping:
                         return
-                limit = 0 if self.quieted else self.free
+                limit = 0 if self.quieted or self.recalling else max(0, self.free - self.reserved)
                 acks, self.pending_acks = self.pending_acks, []
-            if self.needs_reconcile and not self._reconcile(acks):
-                self._pause_after_error()
+                # Held for the fetch's round trip: a taker's job landing meanwhile
+                # must not find the slots the fetch is filling still free.
+                self.free -= limit
+            if self.needs_reconcile:
+                with self.condition:
+                    self.free += limit
+                if not self._reconcile_with_takers_out(acks):
+                    self._pause_after_error()
                 continue
             try:
                 units = self.fetcher.fetch(limit, acks)
             except Exception:
                 logger.exception("djwork: fetch failed; reconciling with Redis before fetching again")
                 with self.condition:
+                    self.free += limit
                     self.pending_acks = acks + self.pending_acks
-                self.needs_reconcile = True
+                    self.needs_reconcile = True
                 self._pause_after_error()
                 continue
             self.backlog = len(units) >= limit > 0
+            self._hand_out(units, held=limit)
             if units:
                 self.want_jobs.clear()
-                self._hand_out(units)
             elif not self.quieted:
                 self._wait_for_arrival()
 
-    def _hand_out(self, units: list[UnitOfWork]) -> None:
+    def _hand_out(self, units: list[UnitOfWork], held: int = 0) -> None:
         with self.condition:
-            self.free -= len(units)
+            self.free += held - len(units)
             for unit in units:
                 self.running[unit.raw] += 1
+            if held > len(units):
+                self.condition.notify_all()
         for unit in units:
             self.work.put(unit)
 
     def _wait_for_arrival(self) -> None:
+        self.idle = True
         self.job_arrived.clear()
         self.want_jobs.set()
-        self.idle = True
-        # Bounded so a paused queue resuming, or a missed wakeup, costs at most
-        # one fetch timeout rather than a hang.
-        self.job_arrived.wait(self.launcher.config.fetch_timeout)
+        with self.condition:
+            # An ack or a reconcile that came in while we were fetching must not
+            # wait out the fetch timeout: a crash meanwhile would re-run the job.
+            urgent = bool(self.pending_acks) or self.needs_reconcile
+        if not urgent:
+            # Bounded so a missed wakeup costs at most one fetch timeout, not a hang.
+            self.job_arrived.wait(self.launcher.config.fetch_timeout)
         self.idle = False
 
     def _pause_after_error(self) -> None:
         with self.condition:
             if not self.quieted:
                 self.condition.wait(FETCH_ERROR_PAUSE)
+
+    def _reconcile_with_takers_out(self, acks: list[Ack]) -> bool:
+        """Reconcile once no taker is blocked or settling: a take in flight would look like a lost fetch's."""
+        with self.condition:
+            self.recalling += 1
+        try:
+            if not self._recall_takers(time.monotonic() + self._taker_bound()):
+                with self.condition:
+                    self.pending_acks = acks + self.pending_acks
+                return False
+            return self._reconcile(acks)
+        finally:
+            with self.condition:
+                self.recalling -= 1
+                self.condition.notify_all()
 
     def _reconcile(self, acks: list[Ack]) -> bool:
         """After a fetch whose reply was lost: adopt what it moved, resend acks it didn't apply.
@@ -303,31 +363,156 @@ class Manager:
                         adopted.append(UnitOfWork(self.fetcher.queue_names[index - 1], index, raw,
                                                   self.fetcher.in_progress_keys[index - 1]))
             self.pending_acks = unsent + self.pending_acks
-        self.needs_reconcile = False
+        with self.condition:
+            self.needs_reconcile = False
         if adopted:
             logger.warning("djwork: adopting %d job(s) moved by a fetch whose reply was lost", len(adopted))
             self._hand_out(adopted)
         return True
 
-    # --- waiters --------------------------------------------------------------
-    def _wait_loop(self, queue_index: int) -> None:
-        name = self.fetcher.queue_names[queue_index - 1]
-        while not self.quieted:
-            self.want_jobs.wait()
-            if self.quieted:
-                return
-            if name in self.fetcher.paused:
-                # A paused queue with jobs would answer the peek at once, forever:
-                # re-check it on a slow clock instead.
-                time.sleep(PAUSED_RECHECK)
-                self.job_arrived.set()
-                continue
-            try:
-                if self.fetcher.wait_for_job(queue_index, self.launcher.config.fetch_timeout):
-                    self.job_arrived.set()
-            except Exception as error:
-                logger.warning("djwork: waiting on queue %s failed: %s", name, error)
-                time.sleep(FETCH_ERROR_PAUSE)
+    # --- takers ---------------------------------------------------------------
+    def _taker_bound(self) -> float:
+        """How long a taker can stay in Redis: its block plus the socket timeout that outlasts it."""
+        config = self.launcher.config
+        return config.fetch_timeout + config.socket_timeout
+
+    def _take_loop(self, queue_index: int, first: bool) -> None:
+        taker = QueueTaker(self.fetcher, queue_index)
+        paused: bool | None = None  # unknown until asked
+        try:
+            while not self.quieted:
+                self.want_jobs.wait()
+                if self.quieted:
+                    return
+                try:
+                    if paused is not False:
+                        paused = self._check_paused(taker, recheck=paused is True)
+                        continue
+                    taker.connect()
+                except Exception as error:
+                    logger.warning("djwork: queue %s: %s", taker.queue, error)
+                    self._pause_quietly(FETCH_ERROR_PAUSE)
+                    continue
+                if self._reserve(queue_index, first):
+                    paused = self._take_one(taker)
+        finally:
+            taker.close()
+
+    def _check_paused(self, taker: QueueTaker, recheck: bool) -> bool:
+        # A taker blocked on a paused queue would take and give back every job
+        # on it, forever: a paused queue is re-checked on a slow clock instead.
+        if recheck:
+            self._pause_quietly(PAUSED_RECHECK)
+        return taker.is_paused()
+
+    def _pause_quietly(self, seconds: float) -> None:
+        with self.condition:
+            if not self.quieted:
+                self.condition.wait(seconds)
+
+    def _reserve(self, queue_index: int, first: bool) -> bool:
+        """Hold a free slot for a take; False (after a bounded wait) when there is none to hold.
+
+        A queue's first taker holds one whenever any slot is free and no other
+        taker of its queue holds one, even if other queues' takers hold every
+        free slot: else a busy queue could leave another unwatched, its jobs
+        waiting for the dispatcher's next fetch. What it takes with no slot
+        left, it gives back.
+        """
+        with self.condition:
+            if self.quieted or not self.want_jobs.is_set():
+                return False
+            if not self.recalling and (self.free - self.reserved > 0 or (
+                    first and self.free > 0 and not self.reserved_by_queue[queue_index])):
+                self.reserved += 1
+                self.reserved_by_queue[queue_index] += 1
+                return True
+            # No slot to hold: wait for a job to finish (bounded, to re-check
+            # want_jobs), rather than spin.
+            self.condition.wait(self.launcher.config.fetch_timeout)
+            return False
+
+    def _unreserve(self, queue_index: int) -> None:
+        """Under the condition: a taker lets go of its slot."""
+        self.reserved -= 1
+        self.reserved_by_queue[queue_index] -= 1
+        self.condition.notify_all()
+
+    def _take_one(self, taker: QueueTaker) -> bool:
+        """Block for one job on the taker's queue and run it, or give it back; returns whether the queue is paused."""
+        me = threading.get_ident()
+        taken: str | None = None
+        paused = False
+        error: BaseException | None = None
+        with self.condition:
+            self.blocked[me] = taker.client_id
+        try:
+            taken, paused = taker.take(self.launcher.config.fetch_timeout)
+        except Exception as caught:
+            error = caught
+        unit: UnitOfWork | None = None
+        with self.condition:
+            self.blocked.pop(me, None)
+            if taken is not None and not paused and not self.quieted and self.free > 0:
+                self.free -= 1
+                self.running[taken] += 1
+                unit = taker.unit(taken)
+            if taken is None or unit is not None:
+                self._unreserve(taker.queue_index)
+            if error is not None and self.fetcher.reliable:
+                # The lost reply may hide a job already on our in-progress list.
+                self.needs_reconcile = True
+        if unit is not None:
+            self.work.put(unit)
+            # More may have landed with it: let the dispatcher fetch in batches.
+            self.want_jobs.clear()
+            self.job_arrived.set()
+        elif taken is not None:
+            self._give_back(taker, taken)
+        if error is not None:
+            logger.warning("djwork: waiting on queue %s failed: %s", taker.queue, error)
+            self.job_arrived.set()
+            self._pause_quietly(FETCH_ERROR_PAUSE)
+        return paused
+
+    def _give_back(self, taker: QueueTaker, raw: str) -> None:
+        # The slot stays held until the job is back on its queue: a reconcile
+        # meanwhile would see it on our in-progress list and run it.
+        try:
+            taker.give_back(raw)
+        except Exception as error:
+            logger.warning("djwork: could not give back a job taken from %s (%s); reconciling", taker.queue, error)
+            with self.condition:
+                # Still on our in-progress list: reconciling adopts and runs it;
+                # while stopping, the shutdown requeue returns it.
+                self.needs_reconcile = True
+        finally:
+            with self.condition:
+                self._unreserve(taker.queue_index)
+            self.job_arrived.set()
+
+    def _recall_takers(self, deadline: float) -> bool:
+        """Interrupt blocked takers until none holds a slot (callers stop new ones first); False at ``deadline``.
+
+        CLIENT UNBLOCK ends a block as a timeout would. One sent before the
+        taker's BLMOVE reached Redis does nothing, hence the loop.
+        """
+        while True:
+            with self.condition:
+                if self.reserved <= 0:
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                client_ids = list(self.blocked.values())
+            for client_id in client_ids:
+                try:
+                    redis_layer.run(lambda conn, client_id=client_id: conn.client_unblock(client_id),
+                                    idempotent=True, purpose="admin")
+                except Exception as error:
+                    logger.debug("djwork: CLIENT UNBLOCK %s failed: %s", client_id, error)
+            with self.condition:
+                if self.reserved > 0:
+                    self.condition.wait(min(RECALL_RETRY, max(0.0, deadline - time.monotonic())))
 
     def snapshot(self) -> dict[str, Any]:
         return {"busy": self.busy, "concurrency": self.concurrency}
