@@ -1,6 +1,6 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
-from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, job, shared_task
+from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.payload import ArgumentError
 
 __version__ = "0.1.0"
@@ -12,6 +12,7 @@ __all__ = [
     "JobRef",
     "MaxRetriesExceededError",
     "Retry",
+    "UnknownJobClass",
     "job",
     "shared_task",
 ]

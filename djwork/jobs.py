@@ -55,6 +55,15 @@ class MaxRetriesExceededError(Exception):
     """``self.retry()`` was called once the job had used up its retries."""
 
 
+class UnknownJobClass(LookupError):
+    """A worker fetched a job whose ``class`` no djwork job, Django task or alias names."""
+
+
+# Its one public name, whichever way the job goes (dead at once, or the retry
+# way): error_class is built from __module__, and Sidekiq's pages show it.
+UnknownJobClass.__module__ = "djwork"
+
+
 @dataclass(frozen=True)
 class JobRef:
     """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import signal
 import time
 
 import pytest
@@ -133,3 +134,22 @@ def test_bad_payloads_go_to_dead_and_the_worker_keeps_going(workers, raw_redis):
     assert raw_redis.zcard("retry") == 0
     assert raw_redis.llen("queue:default") == 0
     assert worker.alive()
+
+
+def test_unknown_class_goes_the_retry_way_when_shared(workers, raw_redis):  # noqa: F811
+    # UNKNOWN_CLASS="retry": a worker sharing its queue with Ruby hands a class it can't load to the
+    # retry set under the same error name as the dead path, for a worker that knows the class.
+    payload = {"class": "RubyOnlyJob", "args": ["r"], "queue": "default", "jid": new_jid(), "retry": 5,
+               "created_at": time.time(), "enqueued_at": time.time()}
+    raw_redis.lpush("queue:default", dumps(payload))
+    worker_jobs.record.delay("after-unknown")
+    worker = workers.start("-c", "1", overrides={"UNKNOWN_CLASS": "retry"})
+    wait_until(lambda: counts(raw_redis).get("after-unknown") == 1, 20, "the job behind the unknown one")
+    (entry, score, _raw), = zset_jobs(raw_redis, "retry")
+    assert entry["jid"] == payload["jid"] and entry["class"] == "RubyOnlyJob" and entry["args"] == ["r"]
+    assert entry["error_class"] == "djwork.UnknownJobClass" and entry["retry_count"] == 0
+    assert "RubyOnlyJob" in entry["error_message"]
+    assert score > time.time() + 10  # Sidekiq's backoff: 15 s and more for the first retry
+    assert raw_redis.zcard("dead") == 0
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(10) == 0

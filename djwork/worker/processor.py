@@ -19,7 +19,7 @@ from django.db.backends.signals import connection_created
 
 from djwork import keys, scripts
 from djwork import redis as redis_layer
-from djwork.jobs import Job, Request, resolve
+from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, dumps, loads, new_jid
 from djwork.tasks_compat import Task
@@ -34,11 +34,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("djwork")
 
 INVALID_PAYLOAD_CLASS = "djwork.InvalidPayload"
-UNKNOWN_CLASS_ERROR = "djwork.UnknownJobClass"
-
-
-class UnknownJobClass(LookupError):
-    pass
 
 
 _database_use = threading.local()
@@ -218,8 +213,6 @@ class Executor:
         if unknown and self.config.unknown_class == "dead":
             decision = decide({**payload, "retry": 0}, error, None, unit.queue, self.config.max_retries)
             decision = Decision("dead", decision.payload, decision.score)
-            error_class = UNKNOWN_CLASS_ERROR
-            decision.payload["error_class"] = error_class
         else:
             decision = decide(payload, error, job, unit.queue, self.config.max_retries)
         status = {"retry": "retry", "dead": "dead", "drop": "failed"}[decision.target]
