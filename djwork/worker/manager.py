@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import queue as queue_module
 import threading
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from djwork import redis as redis_layer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
 from djwork.worker.fetch import Ack, Fetcher, QueueTaker, UnitOfWork
+from djwork.worker.handoff import HandOff
 
 if TYPE_CHECKING:
     from djwork.conf import Capsule
@@ -38,6 +38,10 @@ FETCH_ERROR_PAUSE = 1.0
 PAUSED_RECHECK = 2.0
 BATCH_WAIT = 0.002
 RECALL_RETRY = 0.02
+# Processor threads kept awake for a stream of short jobs (handoff.py says why
+# few), and how late a waiting job may start before every waiting job gets one.
+HOT_PROCESSORS = 2
+ESCALATE_AFTER = 0.003
 
 
 class Manager:
@@ -58,7 +62,7 @@ class Manager:
         self.blocked: dict[int, int] = {}  # taker thread ident -> its connection's client id, while blocked
         self.pending_acks: list[Ack] = []
         self.running: collections.Counter[str] = collections.Counter()
-        self.work: queue_module.SimpleQueue[UnitOfWork | None] = queue_module.SimpleQueue()
+        self.work: HandOff[UnitOfWork] = HandOff(capsule.concurrency, HOT_PROCESSORS, ESCALATE_AFTER)
         self.job_arrived = threading.Event()
         self.want_jobs = threading.Event()
         self.quieted = False
@@ -133,8 +137,7 @@ class Manager:
                 # below, so its eventual finish must not ack or retry it.
                 self.abandoned = True
             acks, self.pending_acks = self.pending_acks, []
-        for _ in range(len(self.processors)):
-            self.work.put(None)
+        self.work.close()
         # A taker still blocked could move one more job into our in-progress
         # list after the requeue below emptied it: wait for every taker first.
         taker_deadline = time.monotonic() + self._taker_bound() + JOIN_TIMEOUT
@@ -248,7 +251,8 @@ class Manager:
                 # takers hold every free slot, or a crash would re-run finished jobs.
                 while not self.stopping and not self.pending_acks and not self.needs_reconcile and (
                         self.quieted or self.free - self.reserved <= 0 or self.recalling):
-                    self.condition.wait()
+                    self.condition.wait(self._until_escalation())
+                    self.work.escalate()
                 if self.stopping:
                     return
                 if self.backlog and not self.quieted and self.free - self.reserved < self.batch_minimum:
@@ -293,8 +297,14 @@ class Manager:
                 self.running[unit.raw] += 1
             if held > len(units):
                 self.condition.notify_all()
-        for unit in units:
-            self.work.put(unit)
+        self.work.put_many(units)
+
+    def _until_escalation(self, longest: float | None = None) -> float | None:
+        """How long the dispatcher may sleep before the oldest handed-out job is due for escalation."""
+        due = self.work.escalation_due_in()
+        if due is None:
+            return longest
+        return due if longest is None else min(due, longest)
 
     def _wait_for_arrival(self) -> None:
         self.idle = True
@@ -304,9 +314,13 @@ class Manager:
             # An ack or a reconcile that came in while we were fetching must not
             # wait out the fetch timeout: a crash meanwhile would re-run the job.
             urgent = bool(self.pending_acks) or self.needs_reconcile
-        if not urgent:
-            # Bounded so a missed wakeup costs at most one fetch timeout, not a hang.
-            self.job_arrived.wait(self.launcher.config.fetch_timeout)
+        # Bounded so a missed wakeup costs at most one fetch timeout, not a hang.
+        deadline = time.monotonic() + self.launcher.config.fetch_timeout
+        while not urgent:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self.job_arrived.wait(self._until_escalation(remaining)):
+                break
+            self.work.escalate()
         self.idle = False
 
     def _pause_after_error(self) -> None:

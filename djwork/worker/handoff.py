@@ -1,0 +1,140 @@
+"""HandOff: fetched jobs wait here for a processor thread; only as many short jobs run at once as pay off.
+
+Why not a plain queue that wakes a thread per job: under CPython's GIL, ten
+threads each waiting on a short Redis reply spend more time passing the GIL
+around than running jobs (``./dev bench thread_ceiling``: 2 threads doing
+INCR reach twice the rate of 10, at a third of the CPU per call). So only
+``hot`` *fresh* jobs — started less than ``escalate_after`` ago — run at
+once: a job handed over wakes a sleeping processor only while fewer are
+fresh, and a thread that finishes a job leaves the next one to the fresh
+ones, and sleeps, while they keep up.
+
+Why that never holds a job hostage: a job that has run for
+``escalate_after`` is no longer fresh, so long jobs don't count against the
+limit; and if a job waits that long anyway, ``escalate()`` wakes a thread
+for every job still waiting.
+
+Why ``hot`` adapts: short jobs that mostly wait on I/O (a remote database)
+leave the GIL idle, and then more of them at once is faster. Every
+``TUNE_WINDOW`` the process's CPU use decides: below ``GROW_BELOW`` of one
+core while the limit turned jobs away, one more; above ``SHRINK_ABOVE``,
+one fewer (never below ``minimum_hot``).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Generic, TypeVar
+
+Item = TypeVar("Item")
+
+TUNE_WINDOW = 0.05
+GROW_BELOW = 0.75
+SHRINK_ABOVE = 0.9
+
+
+class HandOff(Generic[Item]):
+    def __init__(self, threads: int, minimum_hot: int, escalate_after: float) -> None:
+        self.threads = threads
+        self.minimum_hot = min(minimum_hot, threads)
+        self.hot = self.minimum_hot
+        self.escalate_after = escalate_after
+        self._ready = threading.Condition(threading.Lock())
+        self._items: collections.deque[tuple[Item, float]] = collections.deque()
+        self._sleeping = 0  # threads waiting in get()
+        self._woken = 0  # of those, notified but not yet running: fresh for the count, or we'd wake twice
+        self._started: dict[int, float] = {}  # thread ident -> when its current job started
+        self._closed = False
+        self._window_began = time.monotonic()
+        self._window_cpu = time.process_time()
+        self._turned_away = False
+
+    def put_many(self, items: list[Item]) -> None:
+        if not items:
+            return
+        now = time.monotonic()
+        with self._ready:
+            self._items.extend((item, now) for item in items)
+            self._wake(min(len(self._items), self.hot - self._fresh(now) - self._woken))
+
+    def put(self, item: Item) -> None:
+        self.put_many([item])
+
+    def get(self) -> Item | None:
+        """The next job, or None once closed (jobs still waiting then were requeued by the shutdown)."""
+        me = threading.get_ident()
+        with self._ready:
+            self._started.pop(me, None)  # the job this thread ran (if any) is done
+            now = time.monotonic()
+            if now - self._window_began >= TUNE_WINDOW:
+                self._tune(now)
+            while not self._closed and (not self._items or self._yield(now)):
+                self._sleeping += 1
+                try:
+                    self._ready.wait()
+                finally:
+                    self._sleeping -= 1
+                    if self._woken:
+                        self._woken -= 1
+                now = time.monotonic()
+            if self._closed:
+                return None
+            item, _queued_at = self._items.popleft()
+            self._started[me] = now
+            return item
+
+    def escalation_due_in(self) -> float | None:
+        """Seconds until escalate() has work to do, or None while it has none (nothing waits unattended)."""
+        with self._ready:
+            if len(self._items) <= self._woken or self._sleeping <= self._woken:
+                return None
+            return max(0.0, self.escalate_after - (time.monotonic() - self._items[0][1]))
+
+    def escalate(self) -> int:
+        """Wake a thread for every job that has waited ``escalate_after`` or longer; returns how many woke."""
+        with self._ready:
+            if not self._items or time.monotonic() - self._items[0][1] < self.escalate_after:
+                return 0
+            return self._wake(len(self._items) - self._woken)
+
+    def close(self) -> None:
+        """Every get() returns None from now on; jobs still waiting are dropped (the caller requeued them)."""
+        with self._ready:
+            self._closed = True
+            self._items.clear()
+            self._ready.notify_all()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    # --- under the lock -----------------------------------------------------------
+    def _fresh(self, now: float) -> int:
+        cutoff = now - self.escalate_after
+        return sum(1 for started in self._started.values() if started > cutoff)
+
+    def _yield(self, now: float) -> bool:
+        """Leave the waiting jobs to the fresh ones: they keep up, and one more thread would only contend."""
+        if now - self._items[0][1] >= self.escalate_after:
+            return False
+        if self._fresh(now) + self._woken < self.hot:
+            return False
+        self._turned_away = True
+        return True
+
+    def _tune(self, now: float) -> None:
+        cpu = time.process_time()
+        busy = (cpu - self._window_cpu) / (now - self._window_began)
+        if busy < GROW_BELOW and self._turned_away:
+            self.hot = min(self.threads, self.hot + 1)
+        elif busy > SHRINK_ABOVE:
+            self.hot = max(self.minimum_hot, self.hot - 1)
+        self._window_began, self._window_cpu, self._turned_away = now, cpu, False
+
+    def _wake(self, count: int) -> int:
+        count = max(0, min(count, self._sleeping - self._woken))
+        if count:
+            self._woken += count
+            self._ready.notify(count)
+        return count
