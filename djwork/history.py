@@ -45,7 +45,8 @@ class HistoryRecorder(PeriodicComponent):
                duration_ms: float, error_class: str = "", error_message: str = "") -> None:
         # Kept raw (a tuple, formatted at flush time): this runs on the
         # processor thread for every job.
-        entry = (jid or "", class_name, queue, status, started, duration_ms, error_class, error_message)
+        entry = (jid or "", class_name, queue, status, started, duration_ms, error_class,
+                 error_message[:1000] if error_message else "")
         # deque.append is atomic: no lock on the per-job path.
         if len(self._buffer) < MAX_BUFFER:
             self._buffer.append(entry)
@@ -63,12 +64,7 @@ class HistoryRecorder(PeriodicComponent):
         if not entries:
             return
 
-        records = [
-            (jid, class_name, queue, status, f"{started:.6f}", f"{duration_ms:.3f}", error_class,
-             error_message[:1000], self.identity)
-            for jid, class_name, queue, status, started, duration_ms, error_class, error_message in entries
-        ]
-        args = [self.max_length, FIELD_NAMES_JSON, orjson.dumps(records)]
+        args = [self.max_length, FIELD_NAMES_JSON, orjson.dumps(entries), self.identity]
 
         def write(conn: Any) -> None:
             scripts.evaluate(conn, "history_append", [keys.HISTORY], args)

@@ -126,3 +126,45 @@ def test_close_releases_every_thread_and_drops_waiting_jobs():
     assert results == [None] * 4
     handoff.put(("late", "x"))
     assert handoff.get() is None
+
+
+def test_short_jobs_waiting_on_io_grow_the_limit(monkeypatch):
+    # Jobs that sleep (I/O) leave the process's CPU idle: more of them at once is faster, so the
+    # limit grows. The machine-load guard is pinned here; the suite itself may load the machine.
+    monkeypatch.setattr("djwork.worker.handoff.machine_has_idle_cpu", lambda: True)
+    handoff: HandOff = HandOff(8, 2, 0.05)
+    finished = []
+
+    def loop() -> None:
+        while (item := handoff.get()) is not None:
+            time.sleep(item)
+            finished.append(item)
+
+    threads = [threading.Thread(target=loop, daemon=True) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and handoff.hot < 6:
+            handoff.put_many([0.002] * 8)
+            time.sleep(0.004)
+        assert handoff.hot >= 6, handoff.hot
+    finally:
+        handoff.close()
+
+
+def test_a_busy_process_shrinks_the_limit_back(monkeypatch):
+    monkeypatch.setattr("djwork.worker.handoff.machine_has_idle_cpu", lambda: True)
+    handoff: HandOff = HandOff(8, 2, 0.05)
+    handoff.hot = 8
+    threads = [threading.Thread(target=lambda: handoff.get(), daemon=True) for _ in range(2)]
+    deadline = time.monotonic() + 0.3
+    while time.monotonic() < deadline:  # this process burns a core between gets
+        pass
+    for thread in threads:
+        thread.start()
+    handoff.put_many([1, 2])
+    for thread in threads:
+        thread.join(2)
+    assert handoff.hot == 7  # one step per window: the first get() after a busy window
+    handoff.close()

@@ -18,12 +18,17 @@ Why ``hot`` adapts: short jobs that mostly wait on I/O (a remote database)
 leave the GIL idle, and then more of them at once is faster. Every
 ``TUNE_WINDOW`` the process's CPU use decides: below ``GROW_BELOW`` of one
 core while the limit turned jobs away, one more; above ``SHRINK_ABOVE``,
-one fewer (never below ``minimum_hot``).
+one fewer (never below ``minimum_hot``). Low CPU use only means an idle GIL
+when the machine has a core to give: on a saturated machine (two workers
+and Redis on two cores) the process is starved, not waiting, and more
+threads would only contend — so it grows only while the load average is
+below the core count.
 """
 
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import time
 from typing import Generic, TypeVar
@@ -33,6 +38,13 @@ Item = TypeVar("Item")
 TUNE_WINDOW = 0.05
 GROW_BELOW = 0.75
 SHRINK_ABOVE = 0.9
+
+
+def machine_has_idle_cpu() -> bool:
+    try:
+        return os.getloadavg()[0] < (os.cpu_count() or 1)
+    except OSError:  # pragma: no cover - no load average on this platform
+        return True
 
 
 class HandOff(Generic[Item]):
@@ -57,7 +69,9 @@ class HandOff(Generic[Item]):
         now = time.monotonic()
         with self._ready:
             self._items.extend((item, now) for item in items)
-            self._wake(min(len(self._items), self.hot - self._fresh(now) - self._woken))
+            wanted = min(len(self._items), self._sleeping - self._woken)
+            if self._wake(min(wanted, self.hot - self._fresh(now) - self._woken)) < wanted:
+                self._turned_away = True
 
     def put(self, item: Item) -> None:
         self.put_many([item])
@@ -97,6 +111,7 @@ class HandOff(Generic[Item]):
         with self._ready:
             if not self._items or time.monotonic() - self._items[0][1] < self.escalate_after:
                 return 0
+            self._turned_away = True  # the limit kept a job waiting this long
             return self._wake(len(self._items) - self._woken)
 
     def close(self) -> None:
@@ -111,8 +126,15 @@ class HandOff(Generic[Item]):
 
     # --- under the lock -----------------------------------------------------------
     def _fresh(self, now: float) -> int:
+        """Jobs started less than ``escalate_after`` ago, counted up to ``hot`` (all any caller needs)."""
         cutoff = now - self.escalate_after
-        return sum(1 for started in self._started.values() if started > cutoff)
+        count = 0
+        for started in self._started.values():
+            if started > cutoff:
+                count += 1
+                if count >= self.hot:
+                    break
+        return count
 
     def _yield(self, now: float) -> bool:
         """Leave the waiting jobs to the fresh ones: they keep up, and one more thread would only contend."""
@@ -126,7 +148,7 @@ class HandOff(Generic[Item]):
     def _tune(self, now: float) -> None:
         cpu = time.process_time()
         busy = (cpu - self._window_cpu) / (now - self._window_began)
-        if busy < GROW_BELOW and self._turned_away:
+        if busy < GROW_BELOW and self._turned_away and machine_has_idle_cpu():
             self.hot = min(self.threads, self.hot + 1)
         elif busy > SHRINK_ABOVE:
             self.hot = max(self.minimum_hot, self.hot - 1)
