@@ -1,0 +1,94 @@
+"""Where a drain's CPU goes: worker and Redis CPU per job, and context switches (a benchmark, not a test).
+
+    ./dev bench cpu_per_job [--jobs 20000] [--concurrency 10] [--job incr|nearly_noop] [--runs 3]
+
+Pre-loads --jobs jobs, starts one `runworkers` process and, between its
+first and last job, reads the CPU time of the worker and of redis-server
+from /proc, and the voluntary and involuntary context switches of every
+worker thread. `--job nearly_noop` leaves out the job body's own Redis call,
+so what remains is djwork's own cost per job. Linux only (/proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from common import setup_django, start_redis, start_worker, stop_worker, table, wait_for
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def context_switches(pid: int) -> tuple[int, int]:
+    voluntary = involuntary = 0
+    for thread in os.listdir(f"/proc/{pid}/task"):
+        try:
+            lines = Path(f"/proc/{pid}/task/{thread}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if line.startswith("voluntary_ctxt_switches"):
+                voluntary += int(line.split()[1])
+            elif line.startswith("nonvoluntary_ctxt_switches"):
+                involuntary += int(line.split()[1])
+    return voluntary, involuntary
+
+
+def run(job_name: str, jobs: int, concurrency: int) -> tuple[float, float, float, float, float]:
+    import redis
+
+    from bench import jobs as bench_jobs
+
+    job = getattr(bench_jobs, job_name)
+    client = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
+    client.flushdb()
+    for start in range(0, jobs, 10_000):
+        job.delay_many([()] * min(10_000, jobs - start))
+    redis_pid = int(client.info("server")["process_id"])
+    worker = start_worker(concurrency)
+    try:
+        wait_for(lambda: int(client.get("bench:counter") or 0) > 0, 60, 0.001)
+        worker_cpu, redis_cpu = cpu_seconds(worker.pid), cpu_seconds(redis_pid)
+        switches = context_switches(worker.pid)
+        began = time.perf_counter()
+        if not wait_for(lambda: int(client.get("bench:counter") or 0) >= jobs, 300, 0.005):
+            raise SystemExit(f"drain incomplete: {client.get('bench:counter')} of {jobs}")
+        elapsed = time.perf_counter() - began
+        done = int(client.get("bench:counter"))
+        worker_cpu = cpu_seconds(worker.pid) - worker_cpu
+        redis_cpu = cpu_seconds(redis_pid) - redis_cpu
+        after = context_switches(worker.pid)
+        return (done / elapsed, worker_cpu / done * 1e6, redis_cpu / done * 1e6,
+                (after[0] - switches[0]) / done, (after[1] - switches[1]) / done)
+    finally:
+        stop_worker(worker)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--job", choices=["incr", "nearly_noop"], default="incr")
+    parser.add_argument("--runs", type=int, default=3)
+    options = parser.parse_args()
+    server = start_redis()
+    try:
+        setup_django()
+        rows = []
+        for number in range(1, options.runs + 1):
+            rate, worker_us, redis_us, voluntary, involuntary = run(options.job, options.jobs, options.concurrency)
+            rows.append((f"run {number}: {options.job}, -c {options.concurrency}, {options.jobs:,} jobs",
+                         f"{rate:,.0f} jobs/s; worker {worker_us:.0f} us CPU/job, redis-server {redis_us:.0f} us; "
+                         f"{voluntary:.1f} + {involuntary:.1f} context switches/job"))
+        print(table(rows, "CPU per job during a drain"))
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
