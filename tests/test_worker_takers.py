@@ -118,3 +118,21 @@ def test_one_slot_watches_two_queues_and_gives_back_what_it_cannot_run(workers, 
     worker.send(signal.SIGTERM)
     assert worker.wait_exit(10) == 0
     assert counts(raw_redis) == expected
+
+
+def test_takers_recover_when_every_connection_is_cut(workers, raw_redis, redis_url):  # noqa: F811
+    parsed = urlparse(redis_url)
+    with FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 0) as proxy:
+        worker = workers.start("-c", "3", "-q", "default", overrides={"REDIS_URL": proxy.url, "FETCH_TIMEOUT": 5})
+        worker.identity(raw_redis)
+        wait_until(lambda: len(blocked_takers(raw_redis)) == 3, 10, "three blocked takers")
+        for round_ in range(3):
+            proxy.cut_all()  # a network partition: every blocked BLMOVE loses its connection
+            wait_until(lambda: len(blocked_takers(raw_redis)) == 3, 15, "the takers to block again")
+            worker_jobs.record.delay(f"after-cut-{round_}")
+            wait_until(lambda round_=round_: counts(raw_redis).get(f"after-cut-{round_}") == 1, 10, "the job")
+        wait_until(lambda: not any(in_progress_items(raw_redis).values()), 5, "every ack")
+        assert counts(raw_redis) == {f"after-cut-{n}": 1 for n in range(3)}
+        assert worker.alive()
+        worker.send(signal.SIGTERM)
+        assert worker.wait_exit(10) == 0

@@ -64,6 +64,7 @@ class Manager:
         self.running: collections.Counter[str] = collections.Counter()
         self.work: HandOff[UnitOfWork] = HandOff(capsule.concurrency, HOT_PROCESSORS, ESCALATE_AFTER)
         self.job_arrived = threading.Event()
+        self.quiet_event = threading.Event()
         self.want_jobs = threading.Event()
         self.quieted = False
         self.stopping = False
@@ -102,6 +103,7 @@ class Manager:
             first = not self.quieted
             self.quieted = True
             self.condition.notify_all()
+        self.quiet_event.set()
         self.job_arrived.set()
         self.want_jobs.set()
         if first and self.takers:
@@ -420,9 +422,10 @@ class Manager:
         return taker.is_paused()
 
     def _pause_quietly(self, seconds: float) -> None:
-        with self.condition:
-            if not self.quieted:
-                self.condition.wait(seconds)
+        # An event only quiet sets, not the busy condition: woken by every other
+        # taker's notify, a pause after an error would turn into a retry loop
+        # while Redis is down.
+        self.quiet_event.wait(seconds)
 
     def _reserve(self, queue_index: int, first: bool) -> bool:
         """Hold a free slot for a take; False (after a bounded wait) when there is none to hold.
