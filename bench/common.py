@@ -84,6 +84,15 @@ def wait_for(predicate, timeout: float, interval: float = 0.01) -> bool:
     return False
 
 
+def preload(job, count: int) -> None:
+    """Empty the benchmark Redis and push ``count`` argument-less ``job`` jobs, in bulk."""
+    import redis
+
+    redis.Redis.from_url(os.environ["BENCH_REDIS_URL"]).flushdb()
+    for start in range(0, count, 10_000):
+        job.delay_many([()] * min(10_000, count - start))
+
+
 def table(rows: list[tuple[str, str]], title: str) -> str:
     width = max(len(name) for name, _ in rows)
     lines = [title, "-" * len(title)]

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from common import setup_django, start_redis, start_worker, stop_worker, table, wait_for
+from common import preload, setup_django, start_redis, start_worker, stop_worker, table, wait_for
 
 
 def cpu_seconds(pid: int) -> float:
@@ -45,10 +45,8 @@ def run(job_name: str, jobs: int, concurrency: int) -> tuple[float, float, float
     from bench import jobs as bench_jobs
 
     job = getattr(bench_jobs, job_name)
+    preload(job, jobs)
     client = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
-    client.flushdb()
-    for start in range(0, jobs, 10_000):
-        job.delay_many([()] * min(10_000, jobs - start))
     redis_pid = int(client.info("server")["process_id"])
     worker = start_worker(concurrency)
     try:

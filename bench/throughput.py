@@ -14,7 +14,7 @@ import argparse
 import statistics
 import time
 
-from common import setup_django, start_redis, start_worker, stop_worker, table, tree_rss_kb, wait_for
+from common import preload, setup_django, start_redis, start_worker, stop_worker, table, tree_rss_kb, wait_for
 
 
 def drain(jobs: int, concurrency: int, processes: int) -> tuple[float, int]:
@@ -22,10 +22,8 @@ def drain(jobs: int, concurrency: int, processes: int) -> tuple[float, int]:
 
     from bench.jobs import incr
 
+    preload(incr, jobs)
     client = redis.Redis.from_url(__import__("os").environ["BENCH_REDIS_URL"])
-    client.flushdb()
-    for start in range(0, jobs, 10_000):
-        incr.delay_many([()] * min(10_000, jobs - start))
     worker = start_worker(concurrency, processes)
     try:
         wait_for(lambda: int(client.get("bench:counter") or 0) > 0, 60, 0.001)
