@@ -1,4 +1,4 @@
-"""Queue takers: how an idle worker waits for jobs (djwork/worker/manager.py, QueueTaker in fetch.py).
+"""Queue takers: how an idle worker waits for jobs (djwork/worker/takers.py, QueueTaker in fetch.py).
 
 An idle worker blocks on its queues with BLMOVE straight into its in-progress
 lists, one blocked connection per free slot (at least one per queue). These

@@ -1,4 +1,4 @@
-"""Manager: one capsule's processor threads, the dispatcher that feeds them, and the queue waiters.
+"""Manager: one capsule's processor threads, the dispatcher that feeds them, and the queue takers.
 
 The dispatcher fetches only when a processor slot is free, and never more
 jobs than free slots: no prefetch, so a long job can't hold short ones
@@ -7,11 +7,7 @@ buffered and ride on the next fetch. When every queue is empty, taker
 threads block on the queues, one per free slot (at least one per queue),
 and take the job that lands straight into the in-progress list: an idle
 worker notices new work at once, without polling, and competes for it on
-equal terms with Ruby Sidekiq's idle threads on a shared queue. A taker
-holds a slot while it blocks (``reserved``), so takers and the dispatcher
-together never take more jobs than there are free slots; the one exception,
-a queue's first taker watching even when other queues' takers hold every
-free slot, gives back what it cannot run.
+equal terms with Ruby Sidekiq's idle threads on a shared queue (takers.py).
 """
 
 from __future__ import annotations
@@ -23,10 +19,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from djwork import redis as redis_layer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
-from djwork.worker.fetch import Ack, Fetcher, QueueTaker, UnitOfWork
+from djwork.worker.fetch import Ack, Fetcher, UnitOfWork
 from djwork.worker.handoff import HandOff
+from djwork.worker.takers import FETCH_ERROR_PAUSE, TakersMixin
 
 if TYPE_CHECKING:
     from djwork.conf import Capsule
@@ -34,17 +30,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("djwork.worker")
 
-FETCH_ERROR_PAUSE = 1.0
-PAUSED_RECHECK = 2.0
 BATCH_WAIT = 0.002
-RECALL_RETRY = 0.02
 # Processor threads kept awake for a stream of short jobs (handoff.py says why
 # few), and how late a waiting job may start before every waiting job gets one.
 HOT_PROCESSORS = 2
 ESCALATE_AFTER = 0.003
 
 
-class Manager:
+class Manager(TakersMixin):
     def __init__(self, launcher: Launcher, capsule: Capsule, fetcher: Fetcher,
                  run_job: Callable[[Manager, UnitOfWork], None],
                  request_shutdown: Callable[[], None]) -> None:
@@ -385,151 +378,6 @@ class Manager:
             logger.warning("djwork: adopting %d job(s) moved by a fetch whose reply was lost", len(adopted))
             self._hand_out(adopted)
         return True
-
-    # --- takers ---------------------------------------------------------------
-    def _taker_bound(self) -> float:
-        """How long a taker can stay in Redis: its block plus the socket timeout that outlasts it."""
-        config = self.launcher.config
-        return config.fetch_timeout + config.socket_timeout
-
-    def _take_loop(self, queue_index: int, first: bool) -> None:
-        taker = QueueTaker(self.fetcher, queue_index)
-        paused: bool | None = None  # unknown until asked
-        try:
-            while not self.quieted:
-                self.want_jobs.wait()
-                if self.quieted:
-                    return
-                try:
-                    if paused is not False:
-                        paused = self._check_paused(taker, recheck=paused is True)
-                        continue
-                    taker.connect()
-                except Exception as error:
-                    logger.warning("djwork: queue %s: %s", taker.queue, error)
-                    self._pause_quietly(FETCH_ERROR_PAUSE)
-                    continue
-                if self._reserve(queue_index, first):
-                    paused = self._take_one(taker)
-        finally:
-            taker.close()
-
-    def _check_paused(self, taker: QueueTaker, recheck: bool) -> bool:
-        # A taker blocked on a paused queue would take and give back every job
-        # on it, forever: a paused queue is re-checked on a slow clock instead.
-        if recheck:
-            self._pause_quietly(PAUSED_RECHECK)
-        return taker.is_paused()
-
-    def _pause_quietly(self, seconds: float) -> None:
-        # An event only quiet sets, not the busy condition: woken by every other
-        # taker's notify, a pause after an error would turn into a retry loop
-        # while Redis is down.
-        self.quiet_event.wait(seconds)
-
-    def _reserve(self, queue_index: int, first: bool) -> bool:
-        """Hold a free slot for a take; False (after a bounded wait) when there is none to hold.
-
-        A queue's first taker holds one whenever any slot is free and no other
-        taker of its queue holds one, even if other queues' takers hold every
-        free slot: else a busy queue could leave another unwatched, its jobs
-        waiting for the dispatcher's next fetch. What it takes with no slot
-        left, it gives back.
-        """
-        with self.condition:
-            if self.quieted or not self.want_jobs.is_set():
-                return False
-            if not self.recalling and (self.free - self.reserved > 0 or (
-                    first and self.free > 0 and not self.reserved_by_queue[queue_index])):
-                self.reserved += 1
-                self.reserved_by_queue[queue_index] += 1
-                return True
-            # No slot to hold: wait for a job to finish (bounded, to re-check
-            # want_jobs), rather than spin.
-            self.condition.wait(self.launcher.config.fetch_timeout)
-            return False
-
-    def _unreserve(self, queue_index: int) -> None:
-        """Under the condition: a taker lets go of its slot."""
-        self.reserved -= 1
-        self.reserved_by_queue[queue_index] -= 1
-        self.condition.notify_all()
-
-    def _take_one(self, taker: QueueTaker) -> bool:
-        """Block for one job on the taker's queue and run it, or give it back; returns whether the queue is paused."""
-        me = threading.get_ident()
-        taken: str | None = None
-        paused = False
-        error: BaseException | None = None
-        with self.condition:
-            self.blocked[me] = taker.client_id
-        try:
-            taken, paused = taker.take(self.launcher.config.fetch_timeout)
-        except Exception as caught:
-            error = caught
-        unit: UnitOfWork | None = None
-        with self.condition:
-            self.blocked.pop(me, None)
-            if taken is not None and not paused and not self.quieted and self.free > 0:
-                self.free -= 1
-                self.running[taken] += 1
-                unit = taker.unit(taken)
-            if taken is None or unit is not None:
-                self._unreserve(taker.queue_index)
-            if error is not None and self.fetcher.reliable:
-                # The lost reply may hide a job already on our in-progress list.
-                self.needs_reconcile = True
-        if unit is not None:
-            self.work.put(unit)
-            # More may have landed with it: let the dispatcher fetch in batches.
-            self.want_jobs.clear()
-            self.job_arrived.set()
-        elif taken is not None:
-            self._give_back(taker, taken)
-        if error is not None:
-            logger.warning("djwork: waiting on queue %s failed: %s", taker.queue, error)
-            self.job_arrived.set()
-            self._pause_quietly(FETCH_ERROR_PAUSE)
-        return paused
-
-    def _give_back(self, taker: QueueTaker, raw: str) -> None:
-        # The slot stays held until the job is back on its queue: a reconcile
-        # meanwhile would see it on our in-progress list and run it.
-        try:
-            taker.give_back(raw)
-        except Exception as error:
-            logger.warning("djwork: could not give back a job taken from %s (%s); reconciling", taker.queue, error)
-            with self.condition:
-                # Still on our in-progress list: reconciling adopts and runs it;
-                # while stopping, the shutdown requeue returns it.
-                self.needs_reconcile = True
-        finally:
-            with self.condition:
-                self._unreserve(taker.queue_index)
-            self.job_arrived.set()
-
-    def _recall_takers(self, deadline: float) -> bool:
-        """Interrupt blocked takers until none holds a slot (callers stop new ones first); False at ``deadline``.
-
-        CLIENT UNBLOCK ends a block as a timeout would. One sent before the
-        taker's BLMOVE reached Redis does nothing, hence the loop.
-        """
-        while True:
-            with self.condition:
-                if self.reserved <= 0:
-                    return True
-                if time.monotonic() >= deadline:
-                    return False
-                client_ids = list(self.blocked.values())
-            for client_id in client_ids:
-                try:
-                    redis_layer.run(lambda conn, client_id=client_id: conn.client_unblock(client_id),
-                                    idempotent=True, purpose="admin")
-                except Exception as error:
-                    logger.debug("djwork: CLIENT UNBLOCK %s failed: %s", client_id, error)
-            with self.condition:
-                if self.reserved > 0:
-                    self.condition.wait(min(RECALL_RETRY, max(0.0, deadline - time.monotonic())))
 
     def snapshot(self) -> dict[str, Any]:
         return {"busy": self.busy, "concurrency": self.concurrency}
