@@ -25,12 +25,22 @@ def redis_url() -> str:
     return _private_url()
 
 
-@pytest.fixture
-def raw_redis(redis_url: str):
-    """A plain redis-py client on the private server, emptied before the test."""
+def _emptied_client(redis_url: str):
     client = redis_py.Redis.from_url(redis_url)
     client.flushdb()
     redis_layer.reset()
     yield client
     client.close()
     redis_layer.reset()
+
+
+@pytest.fixture
+def raw_redis(redis_url: str):
+    """A plain redis-py client on the private server, emptied before the test."""
+    yield from _emptied_client(redis_url)
+
+
+@pytest.fixture(scope="module")
+def redis(redis_url: str):
+    """The same, emptied once per module: for the interop modules, whose Ruby and djwork processes outlive a test."""
+    yield from _emptied_client(redis_url)

@@ -15,10 +15,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlparse
@@ -26,24 +24,13 @@ from urllib.parse import urlparse
 import pytest
 
 from djwork.testing.redis_server import free_port
+from tests.helpers_worker import LoggedProcess, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
 
 __all__ = ["ROOT", "Proc", "Procs", "child_pids", "free_port", "http_get", "identities", "pid_alive", "procs",
            "wait_until"]
-
-
-def wait_until(predicate: Callable[[], T], timeout: float, message: str = "condition",
-               interval: float = 0.05) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {message} (last value {value!r})")
-        time.sleep(interval)
 
 
 def http_get(port: int, path: str = "/", timeout: float = 3.0) -> tuple[int | None, str]:
@@ -97,40 +84,17 @@ def identities(redis: Any) -> dict[str, dict[str, Any]]:
     return found
 
 
-class Proc:
+class Proc(LoggedProcess):
+    """A runworkers (standalone or swarm) or gunicorn process; remembers every child it was seen with."""
+
     def __init__(self, process: subprocess.Popen[bytes], log_path: Path, label: str) -> None:
-        self.process = process
-        self.log_path = log_path
-        self.label = label
+        super().__init__(process, log_path, label)
         self.seen_children: set[int] = set()
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def send(self, number: int) -> None:
-        os.kill(self.pid, number)
 
     def children(self) -> list[int]:
         pids = child_pids(self.pid)
         self.seen_children.update(pids)
         return pids
-
-    def wait_exit(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"{self.label} (pid {self.pid}) still running after {timeout}s:\n"
-                                 f"{self.log()[-3000:]}") from None
-
-    def wait_log(self, text: str, timeout: float) -> None:
-        wait_until(lambda: text in self.log(), timeout, f"{text!r} in the log of {self.label}")
 
 
 class Procs:

@@ -42,8 +42,8 @@ def decode(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
-class Worker:
-    """One ``runworkers`` subprocess."""
+class LoggedProcess:
+    """A subprocess the tests started, with its output in a file: shared by djwork, gunicorn and Ruby processes."""
 
     def __init__(self, process: subprocess.Popen[bytes], log_path: Path, label: str) -> None:
         self.process = process
@@ -64,35 +64,40 @@ class Worker:
     def send(self, sig: int) -> None:
         os.kill(self.pid, sig)
 
+    def wait_exit(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"{self.label} (pid {self.pid}) still running after {timeout}s:\n"
+                                 f"{self.log()[-3000:]}") from None
+
+    def wait_log(self, text: str, timeout: float) -> str:
+        wait_until(lambda: text in self.log(), timeout, f"{text!r} in the log of {self.label}")
+        return self.log()
+
+    def find_identity(self, redis: Any) -> str | None:
+        """The identity this process registered in ``processes`` (matched by the pid in its info), if any yet."""
+        if not self.alive():
+            raise AssertionError(f"{self.label} exited ({self.process.returncode}):\n{self.log()[-4000:]}")
+        for member in redis.smembers("processes"):
+            info = redis.hget(member, "info")
+            if info and json.loads(info).get("pid") == self.pid:
+                return decode(member)
+        return None
+
+
+class Worker(LoggedProcess):
+    """One ``runworkers`` subprocess."""
+
     def kill(self) -> None:
         if self.alive():
             self.process.kill()
         self.process.wait(10)
 
-    def wait_exit(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"worker {self.label} (pid {self.pid}) still running after {timeout}s") from None
-
     def identity(self, redis: Any, timeout: float = 20.0) -> str:
-        """The identity this process registered in ``processes`` (matched by the pid in its info)."""
         if self._identity is None:
-            def find() -> str | None:
-                if not self.alive():
-                    raise AssertionError(f"worker {self.label} exited ({self.process.returncode}):\n{self.log()}")
-                for member in redis.smembers("processes"):
-                    info = redis.hget(member, "info")
-                    if info and json.loads(info).get("pid") == self.pid:
-                        return decode(member)
-                return None
-
-            self._identity = wait_until(find, timeout, f"worker {self.label} to register")
+            self._identity = wait_until(lambda: self.find_identity(redis), timeout, f"{self.label} to register")
         return self._identity
-
-    def wait_log(self, text: str, timeout: float) -> str:
-        wait_until(lambda: text in self.log(), timeout, f"{text!r} in the log of worker {self.label}")
-        return self.log()
 
 
 class Workers:

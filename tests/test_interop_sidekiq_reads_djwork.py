@@ -21,10 +21,8 @@ import time
 import zlib
 
 import pytest
-import redis as redis_py
 
 from djwork import client
-from djwork import redis as redis_layer
 from djwork.payload import build
 from tests.helpers_worker import Workers, decode, wait_until
 from tests.interop import jobs
@@ -35,16 +33,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 HOLD_SECONDS = 240
 QUEUE_NAME = re.compile(r"\A[a-z_:.\-0-9]+\Z", re.I)
 TODAY = re.compile(r"\Astat:(processed|failed):\d{4}-\d{2}-\d{2}\Z")
-
-
-@pytest.fixture(scope="module")
-def redis(redis_url):
-    client_ = redis_py.Redis.from_url(redis_url)
-    client_.flushdb()
-    redis_layer.reset()
-    yield client_
-    client_.close()
-    redis_layer.reset()
 
 
 @pytest.fixture(scope="module")

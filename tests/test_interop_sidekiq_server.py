@@ -23,11 +23,9 @@ import signal
 import time
 
 import pytest
-import redis as redis_py
 from django.urls import reverse
 
 from djwork import api
-from djwork import redis as redis_layer
 from tests.helpers_worker import Workers, decode, wait_until
 from tests.interop import jobs, ruby_jobs
 from tests.interop.helpers import RubyFleet, move_due, ruby, sidekiq_version, stop_workers  # noqa: F401
@@ -36,16 +34,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 RUBY_COUNTS = "t:ruby:counts"
 RUBY_BEAT = 5  # Sidekiq 6.x heartbeat (launcher.rb BEAT_PAUSE)
-
-
-@pytest.fixture(scope="module")
-def redis(redis_url):
-    client = redis_py.Redis.from_url(redis_url)
-    client.flushdb()
-    redis_layer.reset()
-    yield client
-    client.close()
-    redis_layer.reset()
 
 
 @pytest.fixture(scope="module")

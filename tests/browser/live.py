@@ -10,7 +10,6 @@ at teardown; each writes its log to a file whose tail is printed.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ from typing import Any
 
 import pytest
 import redis as redis_py
+
+from djwork.testing.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -56,12 +57,6 @@ def require_browser() -> Any:
             pytest.fail(f"browser tests can't run in CI: {reason}", pytrace=False)
         pytest.skip(f"skipped: {reason}")
     return sync_api
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Cluster:

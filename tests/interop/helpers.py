@@ -17,7 +17,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -30,7 +29,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.helpers_worker import decode, wait_until
+from djwork.testing.redis_server import free_port
+from tests.helpers_worker import LoggedProcess, wait_until
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -105,57 +105,24 @@ def ruby(redis_url: str, script: str, *args: str, stdin: Any = None, timeout: fl
     return json.loads(lines[-1])
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class RubyProcess:
+class RubyProcess(LoggedProcess):
     """One long-running Ruby process (the sidekiq CLI, a WEBrick server) with its log file."""
 
     def __init__(self, argv: list[str], log_path: Path, redis_url: str, label: str) -> None:
-        self.label = label
-        self.log_path = log_path
         with open(log_path, "wb") as log:
-            self.process = subprocess.Popen(argv, cwd=ROOT, env=ruby_env(redis_url), stdin=subprocess.DEVNULL,
-                                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._identity: str | None = None
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+            process = subprocess.Popen(argv, cwd=ROOT, env=ruby_env(redis_url), stdin=subprocess.DEVNULL,
+                                       stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        super().__init__(process, log_path, label)
 
     def identity(self, redis: Any, timeout: float = 20.0) -> str:
         """The identity this Sidekiq process registered in ``processes`` (matched by the pid in its info)."""
-        def find() -> str | None:
-            if not self.alive():
-                raise AssertionError(f"{self.label} exited ({self.process.returncode}):\n{self.log()[-4000:]}")
-            for member in redis.smembers("processes"):
-                info = redis.hget(member, "info")
-                if info and json.loads(info).get("pid") == self.pid:
-                    return decode(member)
-            return None
-
         if self._identity is None:
-            self._identity = wait_until(find, timeout, f"{self.label} to register")
+            self._identity = wait_until(lambda: self.find_identity(redis), timeout, f"{self.label} to register")
         elif not redis.sismember("processes", self._identity):
             # The database was emptied under a live process: it is back on its next beat (5 s in 6.4).
             wait_until(lambda: redis.sismember("processes", self._identity) and redis.hget(self._identity, "info"),
                        timeout, f"{self.label} to beat again")
         return self._identity
-
-    def wait_exit(self, timeout: float) -> int:
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"{self.label} (pid {self.pid}) still running after {timeout}s") from None
 
     def stop(self, timeout: float = 10.0) -> None:
         """TERM, then KILL after ``timeout``; only ever this process, by pid."""
