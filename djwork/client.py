@@ -16,8 +16,6 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from redis.exceptions import ResponseError
-
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork.conf import Config, get_config
@@ -44,30 +42,16 @@ def _raise_push_error(reply: Any) -> None:
 
 
 def _pipelined(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Send ``commands`` in one write and read every reply: one round trip, as a pipeline.
+    """``commands`` in one round trip on a pooled connection (djwork.redis.exchange).
 
-    The same wire exchange as ``conn.pipeline(transaction=False)...execute(raise_on_error=False)``
-    (error replies come back as exception objects in their place) without
-    building a Pipeline object per push, which cost more client CPU than the
-    rest of ``delay()`` together. Any other failure drops the connection, so a
-    half-read socket never goes back to the pool, and propagates unchanged to
-    the replay policy in djwork.redis (whose connection class also counts the
-    replies and marks dial failures as connect phase).
+    Failures propagate unchanged to the replay policy in djwork.redis, whose
+    connection class also counts the replies and marks dial failures as
+    connect phase.
     """
     pool = conn.connection_pool
     connection = pool.get_connection()
     try:
-        connection.send_packed_command(connection.pack_commands(commands))
-        replies: list[Any] = []
-        for _command in commands:
-            try:
-                replies.append(connection.read_response())
-            except ResponseError as error:
-                replies.append(error)
-        return replies
-    except BaseException:
-        connection.disconnect()
-        raise
+        return redis_layer.exchange(connection, commands)
     finally:
         pool.release(connection)
 

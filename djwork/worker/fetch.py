@@ -202,13 +202,14 @@ class QueueTaker:
         else:
             take = ("BRPOP", self.queue_key, timeout)
         try:
-            connection.send_packed_command(connection.pack_commands([take, ("SISMEMBER", keys.PAUSED, self.queue)]))
-            taken = connection.read_response()
-            paused = connection.read_response()
+            taken, paused = redis_layer.exchange(connection, [take, ("SISMEMBER", keys.PAUSED, self.queue)])
         except BaseException:
             with self._lock:
                 self._drop()
             raise
+        for reply in (taken, paused):
+            if isinstance(reply, Exception):
+                raise reply  # e.g. WRONGTYPE: queue:<name> is not a list
         if taken is not None and not self.fetcher.reliable:
             taken = taken[1]
         if isinstance(taken, bytes):
