@@ -1,33 +1,18 @@
-"""Benchmark job bodies: the same as the comparison table's (one INCR on a counter)."""
-
-import time
-
-import redis
+"""Benchmark job bodies for djwork: the comparison table's own (bench/others/counter.py), as djwork jobs."""
 
 import djwork
-
-_clients: dict[str, redis.Redis] = {}
-
-
-def _client() -> redis.Redis:
-    import os
-
-    url = os.environ["BENCH_REDIS_URL"]
-    client = _clients.get(url)
-    if client is None:
-        client = _clients[url] = redis.Redis.from_url(url)
-    return client
+from bench.others import counter
 
 
 @djwork.job(queue="bench")
 def incr():
-    _client().incr("bench:counter")
+    counter.incr()
 
 
 @djwork.job(queue="bench")
 def probe(sent_at):
     """Records pickup latency: start of the job minus the moment it was pushed."""
-    _client().rpush("bench:latency", time.time() - sent_at)
+    counter.probe(sent_at)
 
 
 _nearly_noop_runs = [0]
@@ -38,4 +23,4 @@ def nearly_noop():
     """djwork's own cost per job: no Redis call but one INCRBY per 100 runs (how the drain sees progress)."""
     _nearly_noop_runs[0] += 1
     if _nearly_noop_runs[0] % 100 == 0:
-        _client().incrby("bench:counter", 100)
+        counter.client().incrby(counter.COUNTER, 100)
