@@ -121,9 +121,6 @@ class HandOff(Generic[Item]):
             self._items.clear()
             self._ready.notify_all()
 
-    def __len__(self) -> int:
-        return len(self._items)
-
     # --- under the lock -----------------------------------------------------------
     def _fresh(self, now: float) -> int:
         """Jobs started less than ``escalate_after`` ago, counted up to ``hot`` (all any caller needs)."""

@@ -49,7 +49,7 @@ class Manager(TakersMixin):
         self.concurrency = capsule.concurrency
         self.condition = threading.Condition()
         self.free = capsule.concurrency  # slots neither running nor handed out
-        self.reserved = 0  # takers blocked on a queue (or settling what they took), each holding a slot
+        # Per queue index: takers blocked on it (or settling what they took), each holding a slot.
         self.reserved_by_queue: collections.Counter[int] = collections.Counter()
         self.recalling = 0  # >0: takers must not block (reconcile or shutdown needs them out of Redis)
         self.blocked: dict[int, int] = {}  # taker thread ident -> its connection's client id, while blocked
@@ -155,6 +155,11 @@ class Manager(TakersMixin):
         join_until = time.monotonic() + (0.5 if unfinished else JOIN_TIMEOUT)
         for thread in list(self.processors):
             thread.join(max(0.0, join_until - time.monotonic()))
+
+    @property
+    def reserved(self) -> int:
+        """Slots held by takers (read under the condition)."""
+        return sum(self.reserved_by_queue.values())
 
     @property
     def busy(self) -> int:

@@ -3,7 +3,7 @@
 When every queue is empty, taker threads block on them with BLMOVE straight
 into this process's in-progress list, each on a connection of its own
 (``QueueTaker``, fetch.py), and hand the job they take to a processor. A
-taker holds a free slot while it blocks (``reserved``), so takers and the
+taker holds a free slot while it blocks (``reserved_by_queue``), so takers and the
 dispatcher together never take more jobs than there are free slots; the one
 exception, a queue's first taker watching even when other queues' takers
 hold every free slot, gives back what it cannot run. Quiet, stop and
@@ -86,7 +86,6 @@ class TakersMixin:
                 return False
             if not self.recalling and (self.free - self.reserved > 0 or (
                     first and self.free > 0 and not self.reserved_by_queue[queue_index])):
-                self.reserved += 1
                 self.reserved_by_queue[queue_index] += 1
                 return True
             # No slot to hold: wait for a job to finish (bounded, to re-check
@@ -96,7 +95,6 @@ class TakersMixin:
 
     def _unreserve(self: Manager, queue_index: int) -> None:
         """Under the condition: a taker lets go of its slot."""
-        self.reserved -= 1
         self.reserved_by_queue[queue_index] -= 1
         self.condition.notify_all()
 
