@@ -42,32 +42,33 @@ def _rst_close(sock: socket.socket) -> None:
 
 
 class _RequestParser:
-    """Incremental parser of client->server RESP: yields each complete command's name (upper case)."""
+    """Incremental parser of client->server RESP: yields each complete command's name (upper case)
+    and its first argument (as sent; "" if none), e.g. ("EVALSHA", "<sha of fetch.lua>")."""
 
     def __init__(self) -> None:
         self.buffer = b""
 
-    def feed(self, data: bytes) -> list[str]:
+    def feed(self, data: bytes) -> list[tuple[str, str]]:
         self.buffer += data
-        names: list[str] = []
+        commands: list[tuple[str, str]] = []
         while True:
             parsed = self._one()
             if parsed is None:
-                return names
-            names.append(parsed)
+                return commands
+            commands.append(parsed)
 
-    def _one(self) -> str | None:
+    def _one(self) -> tuple[str, str] | None:
         buffer = self.buffer
         end = buffer.find(b"\r\n")
         if end < 0:
             return None
         if not buffer.startswith(b"*"):  # inline command: one line
             self.buffer = buffer[end + 2:]
-            words = buffer[:end].split()
-            return words[0].decode(errors="replace").upper() if words else ""
+            words = [word.decode(errors="replace") for word in buffer[:end].split()] + ["", ""]
+            return words[0].upper(), words[1]
         count = int(buffer[1:end])
         position = end + 2
-        name = ""
+        name = argument = ""
         for index in range(count):
             end = buffer.find(b"\r\n", position)
             if end < 0:
@@ -78,9 +79,11 @@ class _RequestParser:
                 return None
             if index == 0:
                 name = buffer[start:start + length].decode(errors="replace").upper()
+            elif index == 1:
+                argument = buffer[start:start + length].decode(errors="replace")
             position = start + length + 2
         self.buffer = buffer[position:]
-        return name
+        return name, argument
 
 
 @dataclass
@@ -88,6 +91,7 @@ class _Fault:
     kind: str  # "drop" | "stall"
     command: str | None
     skip: int
+    argument: str | None = None
     fired: threading.Event = field(default_factory=threading.Event)
 
 
@@ -146,14 +150,17 @@ class FaultProxy:
         """Accept new connections and reset them at once (the handshake fails)."""
         self._set_mode(RESET)
 
-    def drop_next(self, command: str | None = None, *, skip: int = 0) -> threading.Event:
+    def drop_next(self, command: str | None = None, *, skip: int = 0,
+                  argument: str | None = None) -> threading.Event:
         """Arm a one-shot cut after the next ``command`` (any, if None), letting ``skip`` matches through.
 
-        The command is forwarded and its reply awaited from the server before
-        both sockets are closed, so it provably ran but the client never sees
-        the reply. Returns an Event set when the fault fired.
+        With ``argument``, only a command whose first argument is exactly that
+        matches (one Lua script's EVALSHA among many). The command is forwarded
+        and its reply awaited from the server before both sockets are closed,
+        so it provably ran but the client never sees the reply. Returns an
+        Event set when the fault fired.
         """
-        return self._arm("drop", command, skip)
+        return self._arm("drop", command, skip, argument)
 
     def stall_next(self, command: str | None = None, *, skip: int = 0) -> threading.Event:
         """Arm a one-shot black hole: the command is forwarded, its reply (and all later ones) swallowed."""
@@ -188,8 +195,8 @@ class FaultProxy:
         return False
 
     # --- internals ----------------------------------------------------------
-    def _arm(self, kind: str, command: str | None, skip: int) -> threading.Event:
-        fault = _Fault(kind, command.upper() if command else None, skip)
+    def _arm(self, kind: str, command: str | None, skip: int, argument: str | None = None) -> threading.Event:
+        fault = _Fault(kind, command.upper() if command else None, skip, argument)
         with self._lock:
             self._fault = fault
         return fault.fired
@@ -256,15 +263,16 @@ class FaultProxy:
                 self._listening = False
                 self._changed.notify_all()
 
-    def _take_fault(self, names: list[str]) -> _Fault | None:
-        """The armed fault, if one of ``names`` (this chunk's commands) triggers it; disarms it."""
+    def _take_fault(self, commands: list[tuple[str, str]]) -> _Fault | None:
+        """The armed fault, if one of ``commands`` (this chunk's) triggers it; disarms it."""
         with self._lock:
-            self.commands.extend(names)
+            self.commands.extend(name for name, _argument in commands)
             fault = self._fault
             if fault is None:
                 return None
-            for name in names:
-                if fault.command is None or name == fault.command:
+            for name, argument in commands:
+                if (fault.command is None or name == fault.command) and (
+                        fault.argument is None or argument == fault.argument):
                     if fault.skip:
                         fault.skip -= 1
                         continue

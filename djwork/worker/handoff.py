@@ -76,6 +76,10 @@ class HandOff(Generic[Item]):
     def put(self, item: Item) -> None:
         self.put_many([item])
 
+    def waiting(self) -> int:
+        """Jobs handed over and not yet taken (a lock-free read: a hint, not a promise)."""
+        return len(self._items)
+
     def get(self) -> Item | None:
         """The next job, or None once closed (jobs still waiting then were requeued by the shutdown)."""
         me = threading.get_ident()

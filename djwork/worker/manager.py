@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("djwork.worker")
 
-BATCH_WAIT = 0.002
 # Processor threads kept awake for a stream of short jobs (handoff.py says why
 # few), and how late a waiting job may start before every waiting job gets one.
 HOT_PROCESSORS = 2
@@ -66,8 +65,10 @@ class Manager(TakersMixin):
         self.processed = 0
         self.failed = 0
         self.idle = False  # the dispatcher is waiting for a job to arrive, not for a free slot
-        self.backlog = False  # the last fetch filled every free slot: more jobs are likely waiting
-        self.batch_minimum = max(1, capsule.concurrency // 2)
+        # The last fetch filled every free slot, so more jobs are likely waiting:
+        # processors then fetch for themselves (_refill) and the dispatcher stands by.
+        self.backlog = False
+        self.fetching = False  # a fetch is in flight (dispatcher's or a processor's): one at a time
         self.processors: set[threading.Thread] = set()
         self.dispatcher: threading.Thread | None = None
         self.takers: list[threading.Thread] = []
@@ -184,6 +185,8 @@ class Manager(TakersMixin):
                     self.run_job(self, unit)
                 finally:
                     self._release(unit)
+                if self.backlog and not self.work.waiting():
+                    self._refill()
         except BaseException:
             logger.exception("djwork: processor thread died; replacing it")
             self._replace(me)
@@ -216,9 +219,9 @@ class Manager(TakersMixin):
             if self.running[unit.raw] <= 0:
                 del self.running[unit.raw]
             self.free += 1
-            # Wake the dispatcher only when it can act: while a backlog is being
-            # batched it is waiting for batch_minimum free slots anyway.
-            if not self.backlog or self.free >= self.batch_minimum or self.quieted or self.stopping:
+            # Through a backlog this processor fetches the next batch itself
+            # (_refill): waking the dispatcher would only add a thread to pass the GIL to.
+            if not self.backlog or self.quieted or self.stopping:
                 self.condition.notify_all()
             ack_waiting = bool(self.pending_acks) and self.idle
         if ack_waiting:
@@ -241,61 +244,114 @@ class Manager(TakersMixin):
             self.processed = self.failed = 0
         return counts
 
+    def _refill(self) -> None:
+        """Through a backlog, a processor that finds no job waiting fetches the next batch itself.
+
+        One thread fewer per batch: handing the fetch to the dispatcher cost
+        two thread switches and a third thread contending for the GIL with
+        the two running jobs. Once a fetch comes back short (the queue ran
+        dry) or fails, the dispatcher takes over again.
+        """
+        with self.condition:
+            if (self.fetching or not self.backlog or self.quieted or self.stopping or self.recalling
+                    or self.needs_reconcile):
+                return
+            limit = self.free - self.reserved
+            if limit <= 0:
+                return
+            self.fetching = True
+            acks, self.pending_acks = self.pending_acks, []
+            self.free -= limit
+        self._fetch_and_hand_out(limit, acks)
+
+    def _fetch_and_hand_out(self, limit: int, acks: list[Ack]) -> list[UnitOfWork] | None:
+        """Fetch into ``limit`` slots already taken from ``free`` with ``fetching`` set; None after a failure.
+
+        On failure the slots and acks are given back and a reconcile is due:
+        the lost reply may hide jobs the fetch moved (the dispatcher adopts them).
+        """
+        try:
+            units = self.fetcher.fetch(limit, acks)
+        except Exception:
+            logger.exception("djwork: fetch failed; reconciling with Redis before fetching again")
+            with self.condition:
+                self.fetching = False
+                self.backlog = False
+                self.free += limit
+                self.pending_acks = acks + self.pending_acks
+                self.needs_reconcile = True
+                self.condition.notify_all()
+            return None
+        self._hand_out(units, held=limit, fetched=True)
+        return units
+
     # --- dispatcher -----------------------------------------------------------
+    def _dispatcher_waits(self) -> bool:
+        """Nothing for the dispatcher to do yet (under the condition)."""
+        if self.stopping:
+            return False
+        if self.fetching:
+            # Also before a reconcile: a fetch in flight would look like a lost
+            # one, and its jobs would be adopted and run twice.
+            return True
+        if self.needs_reconcile:
+            return False
+        if self.backlog and not self.quieted and not self.recalling:
+            return True  # processors fetch for themselves, acks riding along (_refill)
+        if self.pending_acks:
+            # Quiet: take no more jobs, but keep settling acks as running jobs
+            # finish, so a kill -9 while quiet doesn't re-run them. Acks go out even
+            # when takers hold every free slot, or a crash would re-run finished jobs.
+            return False
+        return self.quieted or self.free - self.reserved <= 0 or self.recalling
+
     def _dispatch_loop(self) -> None:
         while True:
             with self.condition:
-                # Quiet: take no more jobs, but keep settling acks as running
-                # jobs finish, so a kill -9 while quiet doesn't re-run them.
-                # Slots held by blocked takers are theirs; but acks go out even when
-                # takers hold every free slot, or a crash would re-run finished jobs.
-                while not self.stopping and not self.pending_acks and not self.needs_reconcile and (
-                        self.quieted or self.free - self.reserved <= 0 or self.recalling):
-                    self.condition.wait(self._until_escalation())
+                while self._dispatcher_waits():
+                    # Through a backlog processors hand jobs to each other without
+                    # waking us, so look in at least every escalation period: a job
+                    # waiting behind long ones must still get a thread (handoff.py).
+                    longest = ESCALATE_AFTER if self.backlog else None
+                    self.condition.wait(self._until_escalation(longest))
                     self.work.escalate()
                 if self.stopping:
                     return
-                if self.backlog and not self.quieted and self.free - self.reserved < self.batch_minimum:
-                    # The queue had more than we could take: let a few more slots
-                    # free up, so a busy worker pays one fetch per batch, not one
-                    # per job. Bounded, so a lone free slot waits at most BATCH_WAIT.
-                    self.condition.wait(BATCH_WAIT)
-                    if self.stopping:
-                        return
                 limit = 0 if self.quieted or self.recalling else max(0, self.free - self.reserved)
                 acks, self.pending_acks = self.pending_acks, []
                 # Held for the fetch's round trip: a taker's job landing meanwhile
                 # must not find the slots the fetch is filling still free.
                 self.free -= limit
+                self.fetching = True
             if self.needs_reconcile:
                 with self.condition:
                     self.free += limit
+                    self.fetching = False
                 if not self._reconcile_with_takers_out(acks):
                     self._pause_after_error()
                 continue
-            try:
-                units = self.fetcher.fetch(limit, acks)
-            except Exception:
-                logger.exception("djwork: fetch failed; reconciling with Redis before fetching again")
-                with self.condition:
-                    self.free += limit
-                    self.pending_acks = acks + self.pending_acks
-                    self.needs_reconcile = True
+            units = self._fetch_and_hand_out(limit, acks)
+            if units is None:
                 self._pause_after_error()
                 continue
-            self.backlog = len(units) >= limit > 0
-            self._hand_out(units, held=limit)
             if units:
                 self.want_jobs.clear()
             elif not self.quieted:
                 self._wait_for_arrival()
 
-    def _hand_out(self, units: list[UnitOfWork], held: int = 0) -> None:
+    def _hand_out(self, units: list[UnitOfWork], held: int = 0, fetched: bool = False) -> None:
         with self.condition:
             self.free += held - len(units)
             for unit in units:
                 self.running[unit.raw] += 1
-            if held > len(units):
+            if fetched:
+                # In the same step as counting them running: a reconcile between the
+                # two would take the fetched jobs for a lost fetch's and run them twice.
+                self.fetching = False
+                self.backlog = len(units) >= held > 0
+                if not self.backlog:
+                    self.condition.notify_all()  # the dispatcher takes over (idle wait, takers)
+            elif held > len(units):
                 self.condition.notify_all()
         self.work.put_many(units)
 

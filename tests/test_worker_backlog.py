@@ -1,0 +1,71 @@
+"""Draining a backlog: processors fetch the next batch themselves (Manager._refill).
+
+Through a backlog the dispatcher stands by and a processor that finds no job
+waiting runs the fetch (with the buffered acks) on its own thread. These
+tests cut that fetch's reply on the wire, so the jobs it moved are on the
+in-progress list while the worker never saw them: the reconcile must adopt
+each exactly once, and the acks that rode on the lost fetch must not be lost
+or applied twice.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from urllib.parse import urlparse
+
+import pytest
+
+from djwork import scripts
+from tests import worker_jobs
+from tests.faultproxy import FaultProxy
+from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+JOBS = 3000
+
+
+def test_a_refill_whose_reply_is_lost_mid_backlog_is_adopted_and_every_job_runs_once(
+        workers, raw_redis, redis_url):  # noqa: F811
+    worker_jobs.record.delay_many([(f"job-{index}",) for index in range(JOBS)])
+    parsed = urlparse(redis_url)
+    with FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 0) as proxy:
+        fetch = scripts.sha("fetch")
+        worker = workers.start("-c", "10", "-q", "default", overrides={"REDIS_URL": proxy.url})
+        for cut in range(3):
+            # Well into the backlog, so the fetch is a processor's refill, not the dispatcher's first.
+            fired = proxy.drop_next("EVALSHA", argument=fetch, skip=20)
+            assert fired.wait(30), f"cut {cut}: no fetch reached the proxy"
+        wait_until(lambda: sum(counts(raw_redis).values()) >= JOBS, 60, "every job")
+        wait_until(lambda: not any(in_progress_items(raw_redis).values()), 10, "every ack")
+        time.sleep(0.5)
+        ran = counts(raw_redis)
+        assert len(ran) == JOBS
+        assert {name: times for name, times in ran.items() if times != 1} == {}
+        assert raw_redis.llen("queue:default") == 0
+        log = worker.log()
+        failures = [line for line in log.splitlines() if "fetch failed; reconciling" in line]
+        assert len(failures) == 3
+        # The log line names the thread: the lost fetches were processors' refills, not the dispatcher's.
+        assert all(" djwork-processor-default " in line for line in failures), failures
+        assert "adopting" in log
+        worker.send(signal.SIGTERM)
+        assert worker.wait_exit(10) == 0
+
+
+def test_a_backlog_is_fetched_in_batches_and_the_worker_goes_idle_after_it(workers, raw_redis):  # noqa: F811
+    worker_jobs.record.delay_many([(f"job-{index}",) for index in range(JOBS)])
+    raw_redis.config_resetstat()
+    worker = workers.start("-c", "10", "-q", "default")
+    wait_until(lambda: sum(counts(raw_redis).values()) >= JOBS, 60, "every job")
+    wait_until(lambda: not any(in_progress_items(raw_redis).values()), 10, "every ack")
+    fetches = int(raw_redis.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+    # One fetch per job would be ~3000 EVALSHA; batches of free slots make it a few hundred.
+    assert fetches < JOBS / 3, f"{fetches} EVALSHA calls for {JOBS} jobs"
+    # Once the queue ran dry the dispatcher took over again: idle takers wait for the next job.
+    worker_jobs.record.delay("after-the-backlog")
+    wait_until(lambda: counts(raw_redis).get("after-the-backlog") == 1, 5, "a job pushed after the backlog")
+    assert all(times == 1 for times in counts(raw_redis).values())
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(10) == 0
