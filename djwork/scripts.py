@@ -60,6 +60,22 @@ def evaluate(conn: Any, name: str, keys: list[str] | tuple[str, ...] = (),
         return conn.execute_command("EVAL", source(name), len(keys), *keys, *args)
 
 
+def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
+                           args: list[Any] | tuple[Any, ...] = ()) -> Any:
+    """``evaluate`` on a bare redis-py Connection (one of its own, outside any pool): send, then read.
+
+    No pool, no client wrapper: for the worker's fetch, which runs once per
+    batch and whose caller owns the connection and its failures.
+    """
+    connection.send_command("EVALSHA", sha(name), len(keys), *keys, *args)
+    try:
+        return connection.read_response()
+    except NoScriptError:
+        # Refused before running: the script cache was flushed (restart, failover).
+        connection.send_command("EVAL", source(name), len(keys), *keys, *args)
+        return connection.read_response()
+
+
 def queue_evaluate(pipe: Any, name: str, keys: list[str] | tuple[str, ...] = (),
                    args: list[Any] | tuple[Any, ...] = ()) -> None:
     """Queue an EVALSHA on a pipeline; callers run ``load_all`` first (boot) or handle NOSCRIPT."""

@@ -24,6 +24,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from redis.exceptions import RedisError
+
 from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Capsule
@@ -63,6 +65,9 @@ class Fetcher:
         self.in_progress_keys = [keys.in_progress(identity, name) for name in self.queue_names]
         self.weights = [max(weight, 1) for _name, weight in capsule.queues]
         self.paused: set[str] = set()
+        # Fetches run one at a time (Manager.fetching), so one connection of their
+        # own serves them all: no pool checkout and release around every batch.
+        self._connection: Any = None
 
     def order(self) -> list[int]:
         """Queue indexes (1-based, as fetch.lua numbers them) in this fetch's order.
@@ -100,11 +105,7 @@ class Fetcher:
         args: list[Any] = [limit, "reliable" if self.reliable else "basic", len(acks)]
         for ack in acks:
             args.extend((position_of[ack.queue_index], ack.raw, ack.jid))
-        reply = redis_layer.run(
-            lambda conn: scripts.evaluate(conn, "fetch", self.script_keys(order), args),
-            purpose="fetch",
-        )
-        fetched, paused = reply
+        fetched, paused = self._evaluate_fetch(self.script_keys(order), args)
         self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
         work = []
         for offset in range(0, len(fetched), 2):
@@ -117,6 +118,48 @@ class Fetcher:
                 in_progress_key=self.in_progress_keys[queue_index - 1] if self.reliable else None,
             ))
         return work
+
+    def _evaluate_fetch(self, script_keys: list[str], args: list[Any]) -> Any:
+        """fetch.lua on the fetch connection; redialled once when the dial itself fails.
+
+        Only a connect-phase failure is retried: then the command never left
+        this host. Anything later may have moved jobs, so it propagates and
+        the caller reconciles; the connection is dropped, never reused half-read.
+        """
+        for attempt in (1, 2):
+            if self._connection is None:
+                self._connection = redis_layer.dedicated_connection("fetch")
+            self._drop_if_stale()
+            try:
+                return scripts.evaluate_on_connection(self._connection, "fetch", script_keys, args)
+            except redis_layer.ConnectPhaseError:
+                self.close()
+                if attempt == 2:
+                    raise
+            except BaseException:
+                self.close()
+                raise
+        raise AssertionError("unreachable")
+
+    def _drop_if_stale(self) -> None:
+        # What redis-py's pool checks before lending a connection: a socket the
+        # server closed (restart, idle timeout) reads as EOF. Sent on, the fetch
+        # would fail after the send, where it can't be retried, only reconciled.
+        try:
+            stale = self._connection.can_read()
+        except (RedisError, OSError):
+            stale = True
+        if stale:
+            self._connection.disconnect()
+
+    def close(self) -> None:
+        """Drop the fetch connection (shutdown, or after a failure: the next fetch dials afresh)."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.disconnect()
+            except Exception:
+                pass
 
     def requeue(self, pending_acks: list[Ack]) -> int:
         """Shutdown: drop the jobs whose ack is pending, push the rest back, per queue, atomically."""

@@ -153,6 +153,7 @@ class Manager(TakersMixin):
             # Left on the in-progress list: orphan recovery requeues them once
             # this process's heartbeat is gone.
             logger.exception("djwork: requeue at shutdown failed; orphan recovery will return the jobs")
+        self.fetcher.close()
         join_until = time.monotonic() + (0.5 if unfinished else JOIN_TIMEOUT)
         for thread in list(self.processors):
             thread.join(max(0.0, join_until - time.monotonic()))
