@@ -69,3 +69,26 @@ def test_a_backlog_is_fetched_in_batches_and_the_worker_goes_idle_after_it(worke
     assert all(times == 1 for times in counts(raw_redis).values())
     worker.send(signal.SIGTERM)
     assert worker.wait_exit(10) == 0
+
+
+def test_through_a_backlog_long_jobs_never_hold_the_short_ones_behind_them_hostage(workers, raw_redis):  # noqa: F811
+    # Mid-backlog, the two long jobs land in a batch a processor fetched for
+    # itself and take both running threads, while the dispatcher sleeps: the
+    # short ones behind them must still be escalated to the other two slots
+    # (the dispatcher looks in every few ms through a backlog), not wait 4 s.
+    worker_jobs.record.delay_many([(f"short-{index}",) for index in range(100)])
+    worker_jobs.slow.delay_many([("long-1", 4.0), ("long-2", 4.0)])
+    worker_jobs.record.delay_many([(f"short-{index}",) for index in range(100, 300)])
+    worker = workers.start("-c", "4", "-q", "default")
+    wait_until(lambda: raw_redis.hlen(worker_jobs.STARTS) == 2, 10, "both long jobs to start")
+    started = time.monotonic()
+    wait_until(lambda: sum(1 for name in counts(raw_redis) if name.startswith("short-")) == 300, 10,
+               "every short job")
+    took = time.monotonic() - started
+    ran = counts(raw_redis)
+    assert "long-1" not in ran and "long-2" not in ran, f"the short jobs waited for the long ones ({took:.1f}s)"
+    assert took < 3.0
+    wait_until(lambda: counts(raw_redis).get("long-1") == 1 and counts(raw_redis).get("long-2") == 1, 10,
+               "the long jobs")
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(10) == 0

@@ -69,6 +69,7 @@ class Manager(TakersMixin):
         # processors then fetch for themselves (_refill) and the dispatcher stands by.
         self.backlog = False
         self.fetching = False  # a fetch is in flight (dispatcher's or a processor's): one at a time
+        self.last_fetch = 0.0  # monotonic: when the last fetch's jobs were handed out
         self.processors: set[threading.Thread] = set()
         self.dispatcher: threading.Thread | None = None
         self.takers: list[threading.Thread] = []
@@ -297,8 +298,12 @@ class Manager(TakersMixin):
             return True
         if self.needs_reconcile:
             return False
-        if self.backlog and not self.quieted and not self.recalling:
-            return True  # processors fetch for themselves, acks riding along (_refill)
+        if (self.backlog and not self.quieted and not self.recalling
+                and time.monotonic() - self.last_fetch < ESCALATE_AFTER):
+            # Processors fetch for themselves, acks riding along (_refill). Only
+            # while they keep doing so: when every running job is a long one, nobody
+            # finishes to refill, and the free slots and pending acks are ours again.
+            return True
         if self.pending_acks:
             # Quiet: take no more jobs, but keep settling acks as running jobs
             # finish, so a kill -9 while quiet doesn't re-run them. Acks go out even
@@ -312,7 +317,8 @@ class Manager(TakersMixin):
                 while self._dispatcher_waits():
                     # Through a backlog processors hand jobs to each other without
                     # waking us, so look in at least every escalation period: a job
-                    # waiting behind long ones must still get a thread (handoff.py).
+                    # waiting behind long ones must still get a thread (handoff.py),
+                    # and slots freed while nobody refills must still be filled.
                     longest = ESCALATE_AFTER if self.backlog else None
                     self.condition.wait(self._until_escalation(longest))
                     self.work.escalate()
@@ -349,6 +355,7 @@ class Manager(TakersMixin):
                 # In the same step as counting them running: a reconcile between the
                 # two would take the fetched jobs for a lost fetch's and run them twice.
                 self.fetching = False
+                self.last_fetch = time.monotonic()
                 self.backlog = len(units) >= held > 0
                 if not self.backlog:
                     self.condition.notify_all()  # the dispatcher takes over (idle wait, takers)
