@@ -412,7 +412,9 @@ class Manager(TakersMixin):
 
         In-memory state is trusted over Redis (seed 004, cogworker manager.rb):
         what Redis holds beyond our running jobs and unsent acks was moved by
-        the lost fetch, and is ours to run.
+        the lost fetch, and is ours to run. Processors keep running and
+        finishing jobs meanwhile, so "unsent acks" includes those buffered
+        after the read.
         """
         try:
             held = self.fetcher.in_progress()
@@ -436,6 +438,12 @@ class Manager(TakersMixin):
                     if ack.queue_index == index and present[ack.raw] > 0:
                         present[ack.raw] -= 1
                         unsent.append(ack)
+                for ack in self.pending_acks:
+                    # Running when the lists were read, finished since: on the list,
+                    # no longer running, its ack buffered after ours were taken. Not
+                    # the lost fetch's: adopted, it would run a second time.
+                    if ack.queue_index == index and present[ack.raw] > 0:
+                        present[ack.raw] -= 1
                 for raw, count in present.items():
                     for _ in range(max(0, count)):
                         adopted.append(UnitOfWork(self.fetcher.queue_names[index - 1], index, raw,

@@ -5,7 +5,8 @@
 #   {"op": "push_bulk", "item": {...}}     Sidekiq::Client.push_bulk(item)  ("args" = list of arg lists)
 #   {"op": "perform_async", "args": [...], "options": {...}}   InteropAliasJob.set(options).perform_async
 #   {"op": "perform_in", "seconds": n, "args": [...]}           InteropAliasJob.perform_in
-#   {"op": "retry_all", "set": "retry"|"dead"}                  RetrySet/DeadSet#retry_all (the Web UI's button)
+#   {"op": "retry_all", "set": "retry"|"dead"}                  RetrySet/DeadSet#retry_all (the Web UI's button);
+#                                                               returns how many jobs it pushed back
 #
 # InteropAliasJob exists here only to enqueue (a Ruby app's stub of a job that Python runs): djwork
 # maps the name to one of its jobs through DJWORK["ALIASES"].
@@ -30,9 +31,13 @@ results = ops.map do |op|
   when "perform_in" then InteropAliasJob.perform_in(op.fetch("seconds"), *op.fetch("args"))
   when "retry_all"
     set = {"retry" => Sidekiq::RetrySet, "dead" => Sidekiq::DeadSet}.fetch(op.fetch("set")).new
-    size = set.size
+    # Sidekiq 6.4's retry_all is `each(&:retry) while size > 0`: a job that fails back into
+    # the set before Ruby checks its size again is pushed again. Count every push it makes.
+    pushed = 0
+    counting = Module.new { define_method(:push) { |item| pushed += 1; super(item) } }
+    Sidekiq::Client.prepend(counting)
     set.retry_all
-    size
+    pushed
   else abort("client.rb: unknown op #{op.inspect}")
   end
 end
