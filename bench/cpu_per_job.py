@@ -1,6 +1,6 @@
 """Where a drain's CPU goes: worker and Redis CPU per job, and context switches (a benchmark, not a test).
 
-    ./dev bench cpu_per_job [--jobs 20000] [--concurrency 10] [--job incr|nearly_noop] [--runs 3]
+    ./dev bench cpu_per_job [--jobs 20000] [--concurrency 10] [--processes 1] [--job incr|nearly_noop] [--runs 3]
 
 Pre-loads --jobs jobs, starts one `runworkers` process and, between its
 first and last job, reads the CPU time of the worker and of redis-server
@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from common import preload, setup_django, start_redis, start_worker, stop_worker, table, wait_for
+from common import descendants, preload, setup_django, start_redis, start_worker, stop_worker, table, wait_for
 
 
 def cpu_seconds(pid: int) -> float:
@@ -24,9 +24,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def context_switches(pid: int) -> tuple[int, int]:
+def tree_cpu_seconds(pid: int) -> float:
+    """A worker and its forked children (``--processes N``)."""
+    return sum(cpu_seconds(each) for each in [pid, *descendants(pid)])
+
+
+def context_switches(root: int) -> tuple[int, int]:
     voluntary = involuntary = 0
-    for thread in os.listdir(f"/proc/{pid}/task"):
+    threads = [(pid, thread) for pid in [root, *descendants(root)] for thread in os.listdir(f"/proc/{pid}/task")]
+    for pid, thread in threads:
         try:
             lines = Path(f"/proc/{pid}/task/{thread}/status").read_text().splitlines()
         except OSError:
@@ -39,7 +45,7 @@ def context_switches(pid: int) -> tuple[int, int]:
     return voluntary, involuntary
 
 
-def run(job_name: str, jobs: int, concurrency: int) -> tuple[float, float, float, float, float]:
+def run(job_name: str, jobs: int, concurrency: int, processes: int) -> tuple[float, float, float, float, float]:
     import redis
 
     from bench import jobs as bench_jobs
@@ -48,17 +54,17 @@ def run(job_name: str, jobs: int, concurrency: int) -> tuple[float, float, float
     preload(job, jobs)
     client = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
     redis_pid = int(client.info("server")["process_id"])
-    worker = start_worker(concurrency)
+    worker = start_worker(concurrency, processes)
     try:
         wait_for(lambda: int(client.get("bench:counter") or 0) > 0, 60, 0.001)
-        worker_cpu, redis_cpu = cpu_seconds(worker.pid), cpu_seconds(redis_pid)
+        worker_cpu, redis_cpu = tree_cpu_seconds(worker.pid), cpu_seconds(redis_pid)
         switches = context_switches(worker.pid)
         began = time.perf_counter()
         if not wait_for(lambda: int(client.get("bench:counter") or 0) >= jobs, 300, 0.005):
             raise SystemExit(f"drain incomplete: {client.get('bench:counter')} of {jobs}")
         elapsed = time.perf_counter() - began
         done = int(client.get("bench:counter"))
-        worker_cpu = cpu_seconds(worker.pid) - worker_cpu
+        worker_cpu = tree_cpu_seconds(worker.pid) - worker_cpu
         redis_cpu = cpu_seconds(redis_pid) - redis_cpu
         after = context_switches(worker.pid)
         return (done / elapsed, worker_cpu / done * 1e6, redis_cpu / done * 1e6,
@@ -71,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--job", choices=["incr", "nearly_noop"], default="incr")
     parser.add_argument("--runs", type=int, default=3)
     options = parser.parse_args()
@@ -79,8 +86,10 @@ def main() -> None:
         setup_django()
         rows = []
         for number in range(1, options.runs + 1):
-            rate, worker_us, redis_us, voluntary, involuntary = run(options.job, options.jobs, options.concurrency)
-            rows.append((f"run {number}: {options.job}, -c {options.concurrency}, {options.jobs:,} jobs",
+            rate, worker_us, redis_us, voluntary, involuntary = run(options.job, options.jobs, options.concurrency,
+                                                                    options.processes)
+            rows.append((f"run {number}: {options.job}, {options.processes}p -c {options.concurrency}, "
+                         f"{options.jobs:,} jobs",
                          f"{rate:,.0f} jobs/s; worker {worker_us:.0f} us CPU/job, redis-server {redis_us:.0f} us; "
                          f"{voluntary:.1f} + {involuntary:.1f} context switches/job"))
         print(table(rows, "CPU per job during a drain"))

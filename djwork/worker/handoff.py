@@ -80,6 +80,11 @@ class HandOff(Generic[Item]):
         """Jobs handed over and not yet taken (a lock-free read: a hint, not a promise)."""
         return len(self._items)
 
+    def refill_coming(self) -> bool:
+        """A job waits, or a fresh one runs: a processor will be back for more within ``escalate_after``."""
+        with self._ready:
+            return bool(self._items) or self._fresh(time.monotonic()) > 0
+
     def get(self) -> Item | None:
         """The next job, or None once closed (jobs still waiting then were requeued by the shutdown)."""
         me = threading.get_ident()

@@ -69,7 +69,6 @@ class Manager(TakersMixin):
         # processors then fetch for themselves (_refill) and the dispatcher stands by.
         self.backlog = False
         self.fetching = False  # a fetch is in flight (dispatcher's or a processor's): one at a time
-        self.last_fetch = 0.0  # monotonic: when the last fetch's jobs were handed out
         self.processors: set[threading.Thread] = set()
         self.dispatcher: threading.Thread | None = None
         self.takers: list[threading.Thread] = []
@@ -298,11 +297,10 @@ class Manager(TakersMixin):
             return True
         if self.needs_reconcile:
             return False
-        if (self.backlog and not self.quieted and not self.recalling
-                and time.monotonic() - self.last_fetch < ESCALATE_AFTER):
+        if self.backlog and not self.quieted and not self.recalling and self.work.refill_coming():
             # Processors fetch for themselves, acks riding along (_refill). Only
-            # while they keep doing so: when every running job is a long one, nobody
-            # finishes to refill, and the free slots and pending acks are ours again.
+            # while one will: when every running job is a long one, nobody finishes
+            # to refill, and the free slots and pending acks are ours again.
             return True
         if self.pending_acks:
             # Quiet: take no more jobs, but keep settling acks as running jobs
@@ -355,7 +353,6 @@ class Manager(TakersMixin):
                 # In the same step as counting them running: a reconcile between the
                 # two would take the fetched jobs for a lost fetch's and run them twice.
                 self.fetching = False
-                self.last_fetch = time.monotonic()
                 self.backlog = len(units) >= held > 0
                 if not self.backlog:
                     self.condition.notify_all()  # the dispatcher takes over (idle wait, takers)
