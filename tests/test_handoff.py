@@ -105,6 +105,8 @@ def test_long_jobs_never_hold_short_ones_hostage():
         # The two long jobs still run: the short ones started beside them, within the escalation delay.
         assert "long-1" not in pool.finished and "long-2" not in pool.finished
         assert max(pool.started[label] for _seconds, label in short) - put_at < 0.1
+        # Busy loops left running would hold the GIL into the next test.
+        pool.wait(["long-1", "long-2"], 5)
     finally:
         stop.set()
         handoff.close()
@@ -162,6 +164,9 @@ def test_short_jobs_waiting_on_io_grow_the_limit(monkeypatch):
 
 def test_a_busy_process_shrinks_the_limit_back(monkeypatch):
     monkeypatch.setattr("djwork.worker.handoff.machine_has_idle_cpu", lambda: True)
+    # A shared VM steals time from a busy loop (seen: under 90 % of the wall clock, so no
+    # shrink): the threshold is lowered so that "busy" is what the test controls.
+    monkeypatch.setattr("djwork.worker.handoff.SHRINK_ABOVE", 0.5)
     handoff: HandOff = HandOff(8, 2, 0.05)
     handoff.hot = 8
     threads = [threading.Thread(target=lambda: handoff.get(), daemon=True) for _ in range(2)]
