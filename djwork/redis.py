@@ -113,11 +113,18 @@ class _RoundTripCounting:
     _dialing = False
 
     def connect(self, *args: Any, **kwargs: Any) -> None:
+        # The pool calls connect() on every checkout; redis-py 8 runs it through
+        # its retry machinery even when connected, which cost more client CPU
+        # than the push itself. Connected is connected: nothing to dial.
+        if getattr(self, "_sock", None) is not None:
+            return
         self._dial(super().connect, *args, **kwargs)  # type: ignore[misc]
 
     def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
         # redis-py >= 6 re-dials through this (not connect()) when a command
         # finds the socket gone; it is connect phase all the same.
+        if getattr(self, "_sock", None) is not None:
+            return
         self._dial(super().connect_check_health, *args, **kwargs)  # type: ignore[misc]
 
     def _dial(self, method: Callable[..., None], *args: Any, **kwargs: Any) -> None:
