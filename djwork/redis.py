@@ -495,7 +495,7 @@ def attempts(*, idempotent: bool = False, purpose: str = "default") -> Iterator[
 
 
 def client(purpose: str = "default") -> redis_py.Redis:
-    """The raw pooled client, for callers that handle errors themselves (blocking fetch)."""
+    """The raw pooled client, for callers that handle errors themselves (the health probe's PING)."""
     return get_layer().client(purpose)
 
 
@@ -522,7 +522,7 @@ def exchange(connection: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
         raise
 
 
-def dedicated_connection(purpose: str = "fetch") -> Any:
+def dedicated_connection(purpose: str = "fetch", layer: RedisLayer | None = None) -> Any:
     """A connection of its own, outside the pool, with the pool's settings and timeouts.
 
     For a thread that blocks on a queue: another thread interrupts that block
@@ -530,5 +530,60 @@ def dedicated_connection(purpose: str = "fetch") -> Any:
     Taken from the pool instead, it would also starve the pool of a slot for
     as long as the thread lives. The caller handles errors and disconnects.
     """
-    pool = get_layer().client(purpose).connection_pool
+    pool = (layer or get_layer()).client(purpose).connection_pool
     return pool.connection_class(**pool.connection_kwargs)
+
+
+class DedicatedConnection:
+    """One caller's own connection, outside the pool, under the policy's connect-phase rule.
+
+    For a caller that runs one round trip at a time and often (the worker's
+    batch fetch): no pool checkout and release around each. Before each use
+    it is checked for EOF, as redis-py's pool checks a connection it lends,
+    so a socket the server closed (restart, idle timeout) is redialled
+    instead of failing after the send. A failed dial is retried once (the
+    command never left this host); any later failure drops the connection
+    and propagates, since the command may have run.
+    """
+
+    def __init__(self, purpose: str, layer: RedisLayer | None = None) -> None:
+        self.purpose = purpose
+        self._layer = layer  # None: the settings' layer, looked up at each use (it can be replaced)
+        self._connection: Any = None
+
+    def run(self, block: Callable[[Any], T]) -> T:
+        for attempt in (1, 2):
+            connection = self._open()
+            try:
+                return block(connection)
+            except ConnectPhaseError as error:
+                self.close()
+                layer = self._layer or get_layer()
+                if attempt == 2:
+                    layer.notify(RedisEvent("gave_up", "connect", error, attempt, self.purpose, False))
+                    raise
+                layer.notify(RedisEvent("retry", "connect", error, attempt, self.purpose, False))
+            except BaseException:
+                self.close()
+                raise
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.disconnect()
+            except Exception:  # pragma: no cover - teardown must not raise
+                pass
+
+    def _open(self) -> Any:
+        if self._connection is None:
+            self._connection = dedicated_connection(self.purpose, self._layer)
+            return self._connection
+        try:
+            stale = self._connection.can_read()
+        except (RedisError, OSError):
+            stale = True
+        if stale:
+            self._connection.disconnect()  # redialled by the next send, as connect phase
+        return self._connection

@@ -17,6 +17,8 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from djwork import redis as redis_layer
+
 # A script is named by its file's basename; anything path-like would let a
 # caller-supplied name read some other .lua file on disk.
 SCRIPT_NAME = re.compile(r"\A[A-Za-z0-9_]+\Z")
@@ -62,18 +64,17 @@ def evaluate(conn: Any, name: str, keys: list[str] | tuple[str, ...] = (),
 
 def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
                            args: list[Any] | tuple[Any, ...] = ()) -> Any:
-    """``evaluate`` on a bare redis-py Connection (one of its own, outside any pool): send, then read.
+    """``evaluate`` on a bare redis-py Connection (djwork.redis.DedicatedConnection), not a client.
 
-    No pool, no client wrapper: for the worker's fetch, which runs once per
-    batch and whose caller owns the connection and its failures.
+    No pool, no client wrapper: for the worker's fetch, which runs once per batch.
     """
-    connection.send_command("EVALSHA", sha(name), len(keys), *keys, *args)
-    try:
-        return connection.read_response()
-    except NoScriptError:
+    (reply,) = redis_layer.exchange(connection, [("EVALSHA", sha(name), len(keys), *keys, *args)])
+    if isinstance(reply, NoScriptError):
         # Refused before running: the script cache was flushed (restart, failover).
-        connection.send_command("EVAL", source(name), len(keys), *keys, *args)
-        return connection.read_response()
+        (reply,) = redis_layer.exchange(connection, [("EVAL", source(name), len(keys), *keys, *args)])
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def queue_evaluate(pipe: Any, name: str, keys: list[str] | tuple[str, ...] = (),

@@ -25,6 +25,7 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlparse
 
 PASS = "pass"
 REFUSE = "refuse"
@@ -111,6 +112,12 @@ class FaultProxy:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._pairs: set[tuple[socket.socket, socket.socket]] = set()
+
+    @classmethod
+    def in_front_of(cls, redis_url: str) -> FaultProxy:
+        """A proxy (not yet started; use it as a context manager) to the server at ``redis_url``."""
+        parsed = urlparse(redis_url)
+        return cls(parsed.hostname or "127.0.0.1", parsed.port or 0)
 
     # --- lifecycle ----------------------------------------------------------
     @property

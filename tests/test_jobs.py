@@ -892,12 +892,9 @@ FAST_REDIS = {"SOCKET_TIMEOUT": 0.5, "CONNECT_TIMEOUT": 0.5, "REDIS_BACKOFF_BASE
 
 @pytest.fixture
 def proxy(redis_url):
-    from urllib.parse import urlparse
-
     from tests.faultproxy import FaultProxy
 
-    parsed = urlparse(redis_url)
-    with FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 0) as running:
+    with FaultProxy.in_front_of(redis_url) as running:
         yield running
 
 

@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-from urllib.parse import urlparse
 
 import pytest
 import redis as redis_py
@@ -47,8 +46,7 @@ FAST = {
 # --- fixtures -----------------------------------------------------------------
 @pytest.fixture
 def proxy(redis_url: str) -> Iterator[FaultProxy]:
-    parsed = urlparse(redis_url)
-    with FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 0) as running:
+    with FaultProxy.in_front_of(redis_url) as running:
         yield running
 
 
@@ -259,6 +257,59 @@ def test_dial_cut_after_part_of_the_handshake_is_still_connect_phase(raw_redis, 
     assert fired.is_set()
     assert kinds(events) == [("retry", "connect")]
     assert isinstance(events[0].error, ConnectPhaseError)
+    assert raw_redis.lrange(KEY, 0, -1) == [b"job"]
+    assert proxy.count("LPUSH") == 1
+
+
+# --- a connection of one caller's own (the worker's fetch) ---------------------
+def push_on(connection: Any) -> list[Any]:
+    return redis_layer.exchange(connection, [("LPUSH", KEY, "job")])
+
+
+def test_dedicated_connection_redials_a_socket_the_server_closed(raw_redis, proxy, make_layer, events) -> None:
+    own = redis_layer.DedicatedConnection("fetch", make_layer(proxy.url))
+    try:
+        own.run(lambda connection: redis_layer.exchange(connection, [("PING",)]))
+        proxy.cut_all()  # as a Redis restart or an idle timeout would: the socket reads EOF
+        assert proxy.wait_idle()
+        # Checked before the send, as the pool checks what it lends: redialled, not failed after the send.
+        assert own.run(push_on) == [1]
+    finally:
+        own.close()
+    assert events == []
+    assert raw_redis.lrange(KEY, 0, -1) == [b"job"]
+    assert proxy.count("LPUSH") == 1
+
+
+def test_dedicated_connection_retries_a_refused_dial_once_then_gives_up(raw_redis, proxy, make_layer,
+                                                                        events) -> None:
+    own = redis_layer.DedicatedConnection("fetch", make_layer(proxy.url))
+    proxy.refuse()
+    with pytest.raises(ConnectPhaseError):
+        own.run(push_on)
+    assert kinds(events) == [("retry", "connect"), ("gave_up", "connect")]
+    assert proxy.count("LPUSH") == 0
+    proxy.allow()
+    try:
+        assert own.run(push_on) == [1]
+    finally:
+        own.close()
+    assert raw_redis.lrange(KEY, 0, -1) == [b"job"]
+
+
+def test_dedicated_connection_never_replays_a_command_whose_reply_was_lost(raw_redis, proxy, make_layer,
+                                                                          events) -> None:
+    own = redis_layer.DedicatedConnection("fetch", make_layer(proxy.url))
+    try:
+        own.run(lambda connection: redis_layer.exchange(connection, [("PING",)]))
+        fired = proxy.drop_next("LPUSH")
+        with pytest.raises(RedisConnectionError) as raised:
+            own.run(push_on)
+        assert fired.is_set()
+        assert not isinstance(raised.value, ConnectPhaseError)
+    finally:
+        own.close()
+    assert events == []
     assert raw_redis.lrange(KEY, 0, -1) == [b"job"]
     assert proxy.count("LPUSH") == 1
 

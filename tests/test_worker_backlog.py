@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import signal
 import time
-from urllib.parse import urlparse
 
 import pytest
 
@@ -29,8 +28,7 @@ JOBS = 3000
 def test_a_refill_whose_reply_is_lost_mid_backlog_is_adopted_and_every_job_runs_once(
         workers, raw_redis, redis_url):  # noqa: F811
     worker_jobs.record.delay_many([(f"job-{index}",) for index in range(JOBS)])
-    parsed = urlparse(redis_url)
-    with FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 0) as proxy:
+    with FaultProxy.in_front_of(redis_url) as proxy:
         fetch = scripts.sha("fetch")
         worker = workers.start("-c", "10", "-q", "default", overrides={"REDIS_URL": proxy.url})
         for cut in range(5):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from urllib.parse import urlparse
 
 import pytest
 
@@ -68,8 +67,7 @@ def test_a_pause_that_starts_while_takers_block_is_honoured(workers, raw_redis):
 
 
 def test_a_take_whose_reply_is_lost_is_adopted_and_runs_once(workers, raw_redis, redis_url):  # noqa: F811
-    parsed = urlparse(redis_url)
-    with FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 0) as proxy:
+    with FaultProxy.in_front_of(redis_url) as proxy:
         # One slot, one queue: one taker, and the dispatcher leaves the queue to it while it blocks.
         worker = workers.start("-c", "1", "-q", "default", overrides={"REDIS_URL": proxy.url, "FETCH_TIMEOUT": 1})
         worker.identity(raw_redis)
@@ -121,8 +119,7 @@ def test_one_slot_watches_two_queues_and_gives_back_what_it_cannot_run(workers, 
 
 
 def test_takers_recover_when_every_connection_is_cut(workers, raw_redis, redis_url):  # noqa: F811
-    parsed = urlparse(redis_url)
-    with FaultProxy(parsed.hostname or "127.0.0.1", parsed.port or 0) as proxy:
+    with FaultProxy.in_front_of(redis_url) as proxy:
         worker = workers.start("-c", "3", "-q", "default", overrides={"REDIS_URL": proxy.url, "FETCH_TIMEOUT": 5})
         worker.identity(raw_redis)
         wait_until(lambda: len(blocked_takers(raw_redis)) == 3, 10, "three blocked takers")

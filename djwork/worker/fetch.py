@@ -24,8 +24,6 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Capsule
@@ -67,7 +65,7 @@ class Fetcher:
         self.paused: set[str] = set()
         # Fetches run one at a time (Manager.fetching), so one connection of their
         # own serves them all: no pool checkout and release around every batch.
-        self._connection: Any = None
+        self._connection = redis_layer.DedicatedConnection("fetch")
 
     def order(self) -> list[int]:
         """Queue indexes (1-based, as fetch.lua numbers them) in this fetch's order.
@@ -105,7 +103,9 @@ class Fetcher:
         args: list[Any] = [limit, "reliable" if self.reliable else "basic", len(acks)]
         for ack in acks:
             args.extend((position_of[ack.queue_index], ack.raw, ack.jid))
-        fetched, paused = self._evaluate_fetch(self.script_keys(order), args)
+        script_keys = self.script_keys(order)
+        fetched, paused = self._connection.run(
+            lambda connection: scripts.evaluate_on_connection(connection, "fetch", script_keys, args))
         self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
         work = []
         for offset in range(0, len(fetched), 2):
@@ -119,47 +119,9 @@ class Fetcher:
             ))
         return work
 
-    def _evaluate_fetch(self, script_keys: list[str], args: list[Any]) -> Any:
-        """fetch.lua on the fetch connection; redialled once when the dial itself fails.
-
-        Only a connect-phase failure is retried: then the command never left
-        this host. Anything later may have moved jobs, so it propagates and
-        the caller reconciles; the connection is dropped, never reused half-read.
-        """
-        for attempt in (1, 2):
-            if self._connection is None:
-                self._connection = redis_layer.dedicated_connection("fetch")
-            self._drop_if_stale()
-            try:
-                return scripts.evaluate_on_connection(self._connection, "fetch", script_keys, args)
-            except redis_layer.ConnectPhaseError:
-                self.close()
-                if attempt == 2:
-                    raise
-            except BaseException:
-                self.close()
-                raise
-        raise AssertionError("unreachable")
-
-    def _drop_if_stale(self) -> None:
-        # What redis-py's pool checks before lending a connection: a socket the
-        # server closed (restart, idle timeout) reads as EOF. Sent on, the fetch
-        # would fail after the send, where it can't be retried, only reconciled.
-        try:
-            stale = self._connection.can_read()
-        except (RedisError, OSError):
-            stale = True
-        if stale:
-            self._connection.disconnect()
-
     def close(self) -> None:
-        """Drop the fetch connection (shutdown, or after a failure: the next fetch dials afresh)."""
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            try:
-                connection.disconnect()
-            except Exception:
-                pass
+        """Drop the fetch connection (shutdown)."""
+        self._connection.close()
 
     def requeue(self, pending_acks: list[Ack]) -> int:
         """Shutdown: drop the jobs whose ack is pending, push the rest back, per queue, atomically."""
