@@ -446,7 +446,6 @@ class Manager(TakersMixin):
                         adopted.append(UnitOfWork(self.fetcher.queue_names[index - 1], index, raw,
                                                   self.fetcher.in_progress_keys[index - 1]))
             self.pending_acks = unsent + self.pending_acks
-        with self.condition:
             self.needs_reconcile = False
         if adopted:
             logger.warning("djwork: adopting %d job(s) moved by a fetch whose reply was lost", len(adopted))
