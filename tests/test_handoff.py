@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 from djwork.worker.handoff import HandOff
 
@@ -53,17 +55,24 @@ class Pool:
         raise AssertionError(f"not finished: {[label for label in labels if label not in self.finished]}")
 
 
-def escalator(handoff: HandOff, stop: threading.Event) -> threading.Thread:
-    """What the dispatcher does between fetches: escalate when a job has waited too long."""
-    def loop() -> None:
+@contextlib.contextmanager
+def pool_with_escalator(handoff: HandOff, threads: int, busy: bool = True) -> Iterator[Pool]:
+    """A Pool, plus what the dispatcher does between fetches: escalate when a job has waited too long."""
+    pool = Pool(handoff, threads, busy)
+    stop = threading.Event()
+
+    def escalate() -> None:
         while not stop.is_set():
             due = handoff.escalation_due_in()
             stop.wait(0.01 if due is None else due)
             handoff.escalate()
 
-    thread = threading.Thread(target=loop, daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=escalate, daemon=True).start()
+    try:
+        yield pool
+    finally:
+        stop.set()
+        handoff.close()
 
 
 def test_a_stream_of_short_jobs_runs_on_few_threads_at_once(monkeypatch):
@@ -71,10 +80,7 @@ def test_a_stream_of_short_jobs_runs_on_few_threads_at_once(monkeypatch):
     # cannot legitimately wake more threads: at most `hot` short jobs may ever run at once.
     monkeypatch.setattr("djwork.worker.handoff.machine_has_idle_cpu", lambda: False)
     handoff: HandOff = HandOff(10, 2, 0.2)
-    pool = Pool(handoff, 10, busy=False)
-    stop = threading.Event()
-    escalator(handoff, stop)
-    try:
+    with pool_with_escalator(handoff, 10, busy=False) as pool:
         labels = []
         for batch in range(200):
             items = [(0.001, f"s{batch}-{n}") for n in range(5)]
@@ -85,17 +91,11 @@ def test_a_stream_of_short_jobs_runs_on_few_threads_at_once(monkeypatch):
         # A plain queue would have woken a thread per job (up to 10 at once).
         assert pool.most_short_at_once <= 2, pool.most_short_at_once
         assert pool.most_short_at_once == 2  # and the limit is used, not undershot
-    finally:
-        stop.set()
-        handoff.close()
 
 
 def test_long_jobs_never_hold_short_ones_hostage():
     handoff: HandOff = HandOff(6, 2, ESCALATE_AFTER)
-    pool = Pool(handoff, 6)
-    stop = threading.Event()
-    escalator(handoff, stop)
-    try:
+    with pool_with_escalator(handoff, 6) as pool:
         handoff.put_many([(1.0, "long-1"), (1.0, "long-2")])
         time.sleep(0.05)
         put_at = time.monotonic()
@@ -107,9 +107,6 @@ def test_long_jobs_never_hold_short_ones_hostage():
         assert max(pool.started[label] for _seconds, label in short) - put_at < 0.1
         # Busy loops left running would hold the GIL into the next test.
         pool.wait(["long-1", "long-2"], 5)
-    finally:
-        stop.set()
-        handoff.close()
 
 
 def test_jobs_waiting_without_a_dispatcher_still_start_once_a_thread_frees_up():
