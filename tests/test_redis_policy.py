@@ -511,7 +511,7 @@ def test_failover_replies_classify_as_failover(reply: str) -> None:
     from redis._parsers.base import BaseParser
 
     error = BaseParser.parse_error(reply)
-    assert redis_layer._Attempt._classify(error) == "failover"
+    assert redis_layer.Attempt.classify(error) == "failover"
 
 
 def test_ordinary_error_replies_are_not_retried(raw_redis, redis_url, make_layer, events) -> None:
@@ -639,3 +639,14 @@ def test_module_level_run_uses_the_settings_layer(raw_redis, settings, events) -
     assert redis_layer.get_layer().config.redis_event_hook == "tests.test_redis_policy.hook_sink"
     assert redis_layer.client() is redis_layer.get_layer().client()
     assert HOOKED == [] and events == []
+
+
+def test_changed_settings_drop_the_pools_built_from_the_old_ones(raw_redis, settings) -> None:
+    before = redis_layer.get_layer()
+    before.client().ping()
+    settings.DJWORK = {**settings.DJWORK, "POOL_TIMEOUT": 0.5}
+    after = redis_layer.get_layer()
+    assert after is not before and after.config.pool_timeout == 0.5
+    assert before._clients == {}  # closed, not left dialling the old settings' server
+    settings.CACHES = {**settings.CACHES}
+    assert redis_layer.get_layer() is not after

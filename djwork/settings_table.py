@@ -1,0 +1,205 @@
+"""Every key of ``settings.DJWORK``, once: default, kind, check id and hint, and its line in docs/settings.md.
+
+djwork.conf builds the typed ``Config`` from this table (attribute = the
+key in lower case), djwork.checks runs each spec's check, and the "Keys"
+tables of docs/settings.md are generated from it by djwork.settings_doc
+(tests/test_settings_doc.py fails when the doc and the table disagree).
+A new setting is one ``SettingSpec`` here, one ``Config`` field, and a bad
+value in tests/test_checks.py. Check ids are stable: a new check gets a new
+id, an existing id is never reused for another meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from djwork.settings_checks import (
+    QUEUES_HINT,
+    URL_HINT,
+    check_cache_setting,
+    check_capsules_setting,
+    check_hook,
+    check_importables,
+    check_orphan_threshold,
+    check_pool_size,
+    check_queues_setting,
+    check_url_setting,
+)
+from djwork.settings_kinds import (
+    SettingSpec,
+    address,
+    anything,
+    count,
+    count_or_zero,
+    extra_capsules,
+    flag,
+    keyword_arguments,
+    name_map,
+    one_of,
+    optional_pool_size,
+    optional_port,
+    optional_seconds,
+    optional_text,
+    queue_list,
+    seconds,
+    seconds_or_zero,
+    sequence,
+    strings,
+    text,
+)
+
+IMPORT_HINT = "Give a dotted path to a class or function (e.g. 'myapp.middleware.Tracing') or the object itself."
+
+SETTINGS: tuple[SettingSpec, ...] = (
+    # --- Connection ---
+    SettingSpec(
+        "REDIS_URL", "redis://localhost:6379/0", text, "djwork.E002", URL_HINT, "Connection",
+        "The Redis server. `redis://[:password@]host:port/db`, `rediss://` for TLS, `unix:///path/redis.sock?db=N`."
+        " Ignored when `CACHE` is set.", check=check_url_setting),
+    SettingSpec(
+        "CACHE", None, optional_text, "djwork.E003",
+        "Point CACHE at a django_redis.cache.RedisCache (or Django's RedisCache) alias.", "Connection",
+        "Alias in `settings.CACHES` of a Redis cache (`django_redis.cache.RedisCache` or Django's `RedisCache`)"
+        ' whose `LOCATION` (the first one, if a list) and `OPTIONS["PASSWORD"]` /'
+        ' `OPTIONS["CONNECTION_POOL_KWARGS"]` djwork reuses instead of `REDIS_URL`.',
+        check=check_cache_setting, also=("djwork.E002", "djwork.W001")),
+    SettingSpec(
+        "REDIS_OPTIONS", {}, keyword_arguments, "djwork.E019", "e.g. {'ssl_cert_reqs': 'required'}", "Connection",
+        "Extra keyword arguments for redis-py's connections (e.g. `ssl_cert_reqs`), applied over the URL's and the"
+        " cache's."),
+    SettingSpec("CONNECT_TIMEOUT", 1.0, seconds, "djwork.E010", "seconds, e.g. 1", "Connection",
+                "Seconds to open a connection."),
+    SettingSpec("SOCKET_TIMEOUT", 2.5, seconds, "djwork.E010", "seconds, e.g. 2.5", "Connection",
+                "Seconds to wait for a reply. Blocking fetches get `FETCH_TIMEOUT` on top."),
+    SettingSpec(
+        "POOL_SIZE", None, optional_pool_size, "djwork.E014", "None sizes the pools from CONCURRENCY.", "Connection",
+        "Connections per pool (one pool per purpose: default, fetch, heartbeat, admin). `None` sizes them from the"
+        " capsules' concurrency and the number of queues. At least 2. An idle worker also holds one connection of"
+        " its own per taker, outside the pools: about one per free slot, at least one per queue"
+        " (docs/architecture.md).", check=check_pool_size),
+    SettingSpec("POOL_TIMEOUT", 1.0, seconds, "djwork.E010", "seconds, e.g. 1", "Connection",
+                "Seconds to wait for a free pooled connection before giving up (retried once)."),
+    SettingSpec(
+        "REDIS_MAX_ATTEMPTS", 4, count, "djwork.E011", "tries of an idempotent Redis block, e.g. 4", "Connection",
+        "Tries, in all, of a Redis block marked idempotent. Non-idempotent blocks are replayed only when the error"
+        " proves the command never left (see `djwork/redis.py`)."),
+    SettingSpec("REDIS_BACKOFF_BASE", 0.05, seconds, "djwork.E010", "seconds, e.g. 0.05", "Connection",
+                "Seconds before the first retry; doubles per attempt, with jitter."),
+    SettingSpec("REDIS_BACKOFF_CAP", 2.0, seconds, "djwork.E010", "seconds, e.g. 2", "Connection",
+                "Upper bound, in seconds, of one backoff delay."),
+    SettingSpec(
+        "REDIS_EVENT_HOOK", None, anything, "djwork.E008", IMPORT_HINT, "Connection",
+        "Dotted path to (or the object of) a callable that receives a `djwork.redis.RedisEvent` for every retry,"
+        " refusal and give-up.", check=check_hook),
+    # --- Worker ---
+    SettingSpec(
+        "CONCURRENCY", 10, count, "djwork.E004", "processor threads per process, e.g. 10", "Worker",
+        'Processor threads of the default capsule, per process. An integer >= 1 (`True` and `"10"` are rejected).'),
+    SettingSpec(
+        "QUEUES", ["default"], queue_list, "djwork.E005", QUEUES_HINT, "Worker",
+        "Queues of the default capsule. Names alone: strict order, first queue first. `(name, weight)` pairs or"
+        ' `"name,weight"` strings with integer weights >= 0: each fetch starts with the queue a smooth weighted'
+        ' round-robin picks, so queues come first in proportion to their weights (Sidekiq draws a weighted random'
+        ' order; the shares are the same). Names use'
+        " `[a-z0-9_:.-]`. Must not be empty.", check=check_queues_setting),
+    SettingSpec(
+        "CAPSULES", {}, extra_capsules, "djwork.E009", "e.g. {'single': {'QUEUES': ['serial'], 'CONCURRENCY': 1}}",
+        "Worker",
+        'Extra capsules (Sidekiq 7): `{"name": {"QUEUES": [...], "CONCURRENCY": n}}`, each with its own threads.'
+        ' Names follow the queue-name rule and can\'t be `"default"` (that one is built from `QUEUES`/`CONCURRENCY`).'
+        " `CONCURRENCY` defaults to 1.", check=check_capsules_setting, also=("djwork.E005",)),
+    SettingSpec(
+        "FETCH", "reliable", one_of("reliable", "basic"), "djwork.E007",
+        "'reliable' (the default) never loses a job when a worker dies.", "Worker",
+        '`"reliable"`: a fetched job sits in a per-process in-progress list until it is done, so a killed worker'
+        ' loses nothing. `"basic"`: Sidekiq\'s plain BRPOP, a job in flight is lost with its process (a clean'
+        ' shutdown pushes the jobs still running back).'),
+    SettingSpec(
+        "FETCH_TIMEOUT", 2.0, seconds, "djwork.E010", "seconds a blocking fetch waits, e.g. 2", "Worker",
+        "Seconds an idle worker's takers block on a queue before re-blocking (a stop interrupts them at once with"
+        " `CLIENT UNBLOCK`). Keep it at Sidekiq's 2 s on queues shared with Ruby (docs/sidekiq.md)."),
+    SettingSpec(
+        "UNKNOWN_CLASS", "dead", one_of("dead", "retry"), "djwork.E021",
+        "'retry' lets a worker that knows the class (e.g. a Ruby Sidekiq process on the same queues) get the job"
+        " later; 'dead' files it at once.", "Worker",
+        'What a worker does with a job whose `class` no djwork job, Django task or alias names: `"dead"` files it in'
+        ' the dead set at once with error `djwork.UnknownJobClass`; `"retry"` sends it through the normal retry'
+        " path, so another worker that knows the class (a Ruby Sidekiq process sharing the queue) can get it."),
+    SettingSpec(
+        "HEALTH_PORT", None, optional_port, "djwork.E022",
+        "e.g. 8081; /live and /ready are served there (off when None).", "Worker",
+        "Port of the `/live` and `/ready` probes for **embedded** workers; off when `None`. `runworkers` ignores it"
+        " and listens only with `--health-port` (a worker on the same host would otherwise find the web process"
+        " holding the port)."),
+    SettingSpec(
+        "HEALTH_HOST", "0.0.0.0", address, "djwork.E023",
+        "'0.0.0.0' (all interfaces, what a kubelet probing the pod IP needs) or '127.0.0.1'.", "Worker",
+        "Address the probes listen on (all interfaces, so a kubelet probing the pod IP reaches them);"
+        " `runworkers --health-host` overrides it."),
+    SettingSpec(
+        "TIMEOUT", 25, seconds_or_zero, "djwork.E006", "seconds running jobs get to finish on shutdown, e.g. 25",
+        "Worker",
+        "Seconds running jobs get to finish on shutdown before they are pushed back to their queues. `0` is allowed"
+        " (requeue at once)."),
+    SettingSpec("HEARTBEAT_INTERVAL", 10.0, seconds, "djwork.E010", "seconds between beats, e.g. 10", "Worker",
+                "Seconds between a process's heartbeats.", also=("djwork.E013",)),
+    SettingSpec(
+        "ORPHAN_THRESHOLD", 60.0, seconds, "djwork.E010",
+        "seconds without a heartbeat before jobs are recovered, e.g. 60", "Worker",
+        "Seconds without a heartbeat after which a process's in-progress jobs are recovered to their queues. Must"
+        " exceed `2 * HEARTBEAT_INTERVAL`, or a live process that missed one beat would have its jobs run twice.",
+        check=check_orphan_threshold, also=("djwork.E013",)),
+    SettingSpec(
+        "MAX_ORPHANINGS", 3, count, "djwork.E011", "recoveries before a job is sent to dead, e.g. 3", "Worker",
+        "Recoveries of the same job before it is sent to the dead set (a job that kills its worker every time)."),
+    SettingSpec("REAPER_INTERVAL", 30.0, seconds, "djwork.E010", "seconds between orphan checks, e.g. 30", "Worker",
+                "Seconds between orphan checks."),
+    SettingSpec(
+        "POLL_INTERVAL_AVERAGE", None, optional_seconds, "djwork.E018",
+        "None scales the scheduler's poll with the number of processes (Sidekiq's default); a number fixes it in"
+        " seconds.", "Worker",
+        "Seconds between scheduled/retry-set polls, cluster-wide average. `None`: `AVERAGE_SCHEDULED_POLL_INTERVAL`"
+        " times the number of processes (Sidekiq's default)."),
+    SettingSpec("AVERAGE_SCHEDULED_POLL_INTERVAL", 5.0, seconds, "djwork.E010", "seconds, e.g. 5", "Worker",
+                "Seconds; the per-cluster average poll interval `None` above scales from."),
+    SettingSpec(
+        "TAG", "", text, "djwork.E016", "e.g. 'myapp'; shown in the process title and on the dashboard.", "Worker",
+        "Free text shown in the process title and on the dashboard's process list (Sidekiq's `tag`)."),
+    SettingSpec(
+        "LABELS", [], strings, "djwork.E015", "e.g. ['blue', 'eu-west']; shown on the dashboard's process list.",
+        "Worker",
+        "List of strings shown next to the process on the dashboard (Sidekiq's `labels`). A bare string is rejected:"
+        " it would become one label per character."),
+    SettingSpec("LOG_JOBS", True, flag, "djwork.E017", "True logs a start and a done/fail line per job.", "Worker",
+                "Log a start line and a done/fail line per job. `True` or `False`."),
+    # --- Jobs ---
+    SettingSpec(
+        "MAX_RETRIES", 25, count_or_zero, "djwork.E020",
+        "Retries before a failing job goes to the dead set, e.g. 25; 0 disables retries.", "Jobs",
+        "Retries of a failing job (with `retry=True`) before it goes to the dead set. `0` disables retries."),
+    SettingSpec("DEAD_MAX_JOBS", 10_000, count, "djwork.E011", "size cap of the dead set, e.g. 10000", "Jobs",
+                "Size cap of the dead set; the oldest entries are trimmed."),
+    SettingSpec("DEAD_TIMEOUT", 180 * 24 * 3600, seconds, "djwork.E010",
+                "seconds a dead job is kept, e.g. 15552000 (180 days)", "Jobs",
+                "Seconds a dead job is kept.", doc_default="`15552000` (180 days)"),
+    SettingSpec("HISTORY_MAX_LENGTH", 10_000, count, "djwork.E011", "entries kept in the history stream, e.g. 10000",
+                "Jobs", "Entries kept in the execution history stream."),
+    SettingSpec("RESULT_TTL", 24 * 3600, count, "djwork.E011", "seconds a task result is kept, e.g. 86400", "Jobs",
+                "Seconds a Django Tasks result is kept."),
+    SettingSpec(
+        "STRICT_ARGS", True, flag, "djwork.E017",
+        "True rejects job arguments that don't survive a JSON round trip (Sidekiq's strict_args!).", "Jobs",
+        "Refuse, at enqueue, arguments that JSON can't carry unchanged (Sidekiq's `strict_args!`). `True` or"
+        " `False`."),
+    SettingSpec("CLIENT_MIDDLEWARE", [], sequence, "djwork.E008", IMPORT_HINT, "Jobs",
+                "Dotted paths or callables; `middleware(payload, queue, call_next)`. A class is instantiated once.",
+                check=check_importables),
+    SettingSpec("SERVER_MIDDLEWARE", [], sequence, "djwork.E008", IMPORT_HINT, "Jobs",
+                "Dotted paths or callables; `middleware(job, payload, queue, call_next)`.", check=check_importables),
+    SettingSpec(
+        "ALIASES", {}, name_map, "djwork.E012", "e.g. {'HardWorker': 'myapp.tasks.hard_work'}", "Jobs",
+        "Job names (e.g. a Ruby class name in a payload from Sidekiq) mapped to the dotted path of the djwork job that"
+        " runs them. Strings only."),
+)
+
+DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SETTINGS}
