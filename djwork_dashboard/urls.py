@@ -19,7 +19,7 @@ register_converter(SetKindConverter, "djwork_set")
 
 app_name = "djwork_dashboard"
 
-# Queue names as Sidekiq's Web UI accepts them (WIRE.md Q2); anything else is a 404.
+# Queue names as Sidekiq's Web UI accepts them (docs/wire.md, check Q2); anything else is a 404.
 QUEUE = r"(?P<name>[A-Za-z0-9_:.\-]+)"
 
 urlpatterns = [

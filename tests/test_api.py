@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+from redis.exceptions import RedisError
 
 from djwork import api
 from djwork.api.records import JobRecord, decode_backtrace, epoch_seconds, to_int
@@ -18,7 +19,7 @@ LINES = ["app/jobs/hard_job.rb:6:in `perform'", "sidekiq/processor.rb:202:in `ex
 # --- Stats ----------------------------------------------------------------------------------
 def test_stats_reads_totals_sizes_busy_and_latency(raw_redis):
     raw_redis.set("stat:processed", "1234567")
-    raw_redis.set("stat:failed", "12.5")  # Ruby's to_i reads 12 (WIRE.md T1)
+    raw_redis.set("stat:failed", "12.5")  # Ruby's to_i reads 12 (docs/wire.md, Conventions)
     seed.zadd(raw_redis, "schedule", seed.job(), time.time() + 60)
     for n in range(3):
         seed.zadd(raw_redis, "retry", seed.failed(seed.job()), time.time() + n)
@@ -48,7 +49,7 @@ def test_stats_tolerates_wrong_types_and_bad_timestamps(raw_redis):
     raw_redis.rpush("stat:processed", "1")
     raw_redis.set("retry", "not a zset")
     raw_redis.hset("queues", "a", "b")
-    # An ISO string on the oldest default job makes every Sidekiq Web page 500 (WIRE.md section 3).
+    # An ISO string on the oldest default job makes every Sidekiq Web page 500 (docs/wire.md, Queues).
     raw_redis.lpush("queue:default", seed.dumps(seed.job(enqueued_at="2024-01-01T00:00:00Z")))
     stats = api.Stats.fetch()
     assert stats.queues == {} and any("queues" in problem for problem in stats.problems)
@@ -244,7 +245,7 @@ def test_process_set_reads_sidekiq7_and_64_heartbeats(raw_redis):
 def test_process_quiet_flag_must_be_exactly_true(raw_redis):
     seed.process(raw_redis, "h:1:a", quiet="True")
     (process,) = api.ProcessSet(cleanup=False).all()
-    assert not process.stopping  # WIRE.md P4: "True" is not quiet
+    assert not process.stopping  # docs/wire.md, Checks: P4: "True" is not quiet
 
 
 def test_process_with_bad_info_is_shown_with_a_problem(raw_redis):
@@ -374,9 +375,9 @@ def test_sorted_set_search_find_and_get(raw_redis):
     assert api.DeadSet().search("job") == []
 
 
-def test_retry_removes_then_pushes_with_retry_count_decremented(raw_redis):
+def test_retry_pushes_then_removes_with_retry_count_decremented(raw_redis):
     payload = seed.failed(seed.job(klass="HardJob", queue="low"), count=3, backtrace=seed.strict_backtrace(LINES))
-    payload["at"] = time.time() + 3600  # J8: must not survive the push
+    payload["at"] = time.time() + 3600  # docs/wire.md, check J8: must not survive the push
     seed.zadd(raw_redis, "retry", payload, time.time() + 100)
     retries = api.RetrySet()
     entry = retries.find_job(payload["jid"])
@@ -389,6 +390,43 @@ def test_retry_removes_then_pushes_with_retry_count_decremented(raw_redis):
     with pytest.raises(api.StaleEntry):
         retries.retry(entry)
     assert raw_redis.llen("queue:low") == 1
+
+
+def test_retry_runs_client_middleware_which_may_reroute_or_stop_it(raw_redis, settings):
+    settings.DJWORK = {**settings.DJWORK, "CLIENT_MIDDLEWARE": ["tests.jobs.stamp_tenant"]}
+    payload = seed.failed(seed.job(klass="HardJob", args=["reroute-me"]), count=1)
+    seed.zadd(raw_redis, "retry", payload, time.time() + 100)
+    retries = api.RetrySet()
+    assert retries.retry(retries.find_job(payload["jid"])) == "low"
+    pushed = json.loads(raw_redis.lindex("queue:low", 0))
+    assert pushed["tenant"] == "acme" and pushed["jid"] == payload["jid"]
+    assert raw_redis.zcard("retry") == 0 and raw_redis.sismember("queues", "low")
+    settings.DJWORK = {**settings.DJWORK, "CLIENT_MIDDLEWARE": ["tests.jobs.stop_everything"]}
+    stopped = seed.job(klass="Later")
+    seed.zadd(raw_redis, "schedule", stopped, time.time() + 600)
+    scheduled = api.ScheduledSet()
+    assert scheduled.add_to_queue(scheduled.find_job(stopped["jid"])) == "default"
+    assert raw_redis.zcard("schedule") == 0 and not raw_redis.exists("queue:default")  # dropped, as a stopped push
+
+
+def test_retry_into_a_wrong_type_queue_keeps_the_entry(raw_redis):
+    raw_redis.set("queue:low", "not a list")
+    payload = seed.failed(seed.job(klass="HardJob", queue="low"), count=1)
+    raw = seed.zadd(raw_redis, "retry", payload, 100.0)
+    retries = api.RetrySet()
+    with pytest.raises(api.RedisUnavailable):
+        retries.retry(retries.find_job(payload["jid"]))
+    assert raw_redis.zrange("retry", 0, -1) == [raw.encode()]  # the push failed first, so nothing was removed
+
+
+def test_redis_down_raises_redis_unavailable_not_redis_py_errors(raw_redis, settings):
+    settings.DJWORK = {**settings.DJWORK, "REDIS_URL": "redis://127.0.0.1:1/0", "REDIS_MAX_ATTEMPTS": 1}
+    with pytest.raises(api.RedisUnavailable) as raised:
+        api.Stats.fetch()
+    assert isinstance(raised.value, api.ApiError) and "Connection refused" in str(raised.value)
+    assert isinstance(raised.value.__cause__, RedisError)
+    with pytest.raises(api.RedisUnavailable):
+        api.Queue("default").pause()
 
 
 def test_retry_of_unreadable_entry_is_refused_and_kept(raw_redis):

@@ -425,6 +425,40 @@ def test_redis_down_is_a_503_page_not_a_500(admin_client, settings):
     assert admin_client.post(url("queue_action", "default"), {"action": "pause"}).status_code == 503
 
 
+def test_redis_lost_in_the_middle_of_a_job_action_is_a_503_and_the_job_is_kept(admin_client, raw_redis, redis_url,
+                                                                              settings):
+    from djwork import redis as redis_layer
+    from djwork import scripts
+    from tests.faultproxy import FaultProxy
+
+    payload = seed.failed(seed.job(klass="FlakyJob", queue="low"), count=2)
+    score = time.time() + 30
+    seed.zadd(raw_redis, "retry", payload, score)
+    raw_redis.script_load(scripts.source("promote"))
+
+    with FaultProxy.in_front_of(redis_url) as proxy:
+        settings.DJWORK = {**settings.DJWORK, "REDIS_URL": proxy.url, "REDIS_BACKOFF_BASE": 0.01,
+                           "REDIS_BACKOFF_CAP": 0.05, "REDIS_MAX_ATTEMPTS": 2}
+
+        def refuse_replays(event) -> None:
+            if event.kind == "retry":
+                proxy.refuse()  # Redis is gone from here on: the promotion's replay can't reach it
+
+        fired = proxy.drop_next("EVALSHA", argument=scripts.sha("promote"))
+        redis_layer.add_listener(refuse_replays)
+        try:
+            response = admin_client.post(url("set_action", "retries"),
+                                         {"action": "retry", "key": f"{score!r}-{payload['jid']}"})
+        finally:
+            redis_layer.remove_listener(refuse_replays)
+            redis_layer.reset()
+    assert fired.is_set()
+    # The whole request failed (not a per-job message on a redirect), and the job was moved exactly once.
+    assert response.status_code == 503 and b"Redis is not answering" in response.content
+    assert raw_redis.zcard("retry") == 0
+    assert [json.loads(raw)["jid"] for raw in raw_redis.lrange("queue:low", 0, -1)] == [payload["jid"]]
+
+
 def test_display_filters():
     import datetime as dt
 

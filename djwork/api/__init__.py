@@ -1,31 +1,26 @@
 """The read/admin side of a djwork (or Ruby Sidekiq) cluster: what the dashboard and users' code call.
 
 The worker never uses this package (Sidekiq's rule for its api.rb): it is a
-read model over the keys in WIRE.md, plus the few admin writes Sidekiq's API
-makes (signals, pause, retry/delete/kill). Reads tolerate bad data: wrong-type
-keys read as empty, unreadable jobs come back as JobRecords with ``problems``.
-One module per noun; import from here.
+read model over the keys described in docs/wire.md, plus the few admin writes
+Sidekiq's API makes (signals, pause, retry/delete/kill). Reads tolerate bad
+data: wrong-type keys read as empty, unreadable jobs come back as JobRecords
+with ``problems``. Every Redis call goes through ``access`` (the admin pool,
+each write's replay rule) and every failure is raised as an ``ApiError``
+(``RedisUnavailable`` when Redis itself failed), so callers need nothing from
+redis-py. One module per noun; import from here.
 """
 
+from djwork.api.errors import ApiError, EmbeddedProcess, NotRetryable, RedisUnavailable, StaleEntry
 from djwork.api.history import History, HistoryPage, Run
 from djwork.api.processes import Process, ProcessSet, Work, WorkSet
 from djwork.api.queues import Queue, QueueSummary
-from djwork.api.records import (
-    ApiError,
-    EmbeddedProcess,
-    JobRecord,
-    NotRetryable,
-    Page,
-    StaleEntry,
-    decode_backtrace,
-    encode_backtrace,
-)
+from djwork.api.records import JobRecord, Page, decode_backtrace, encode_backtrace
 from djwork.api.sorted_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry, parse_address
 from djwork.api.stats import DayStat, Stats, redis_info
 
 __all__ = [
     "ApiError", "DayStat", "DeadSet", "EmbeddedProcess", "History", "HistoryPage", "JobRecord", "JobSet",
-    "NotRetryable", "Page", "Process", "ProcessSet", "Queue", "QueueSummary", "RetrySet", "Run",
+    "NotRetryable", "Page", "Process", "ProcessSet", "Queue", "QueueSummary", "RedisUnavailable", "RetrySet", "Run",
     "ScheduledSet", "SortedEntry", "StaleEntry", "Stats", "Work", "WorkSet", "decode_backtrace",
     "encode_backtrace", "parse_address", "redis_info",
 ]

@@ -13,7 +13,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from djwork import keys
-from djwork import redis as redis_layer
+from djwork.api import access
 from djwork.api.records import text, to_datetime, to_float
 
 STATUSES = ("ok", "retry", "dead", "failed", "expired")
@@ -58,8 +58,8 @@ class HistoryPage:
 class History:
     @staticmethod
     def length() -> int:
-        reply = redis_layer.run(lambda conn: conn.pipeline(transaction=False).xlen(keys.HISTORY)
-                                .execute(raise_on_error=False)[0], idempotent=True, purpose="admin")
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).xlen(keys.HISTORY)
+                             .execute(raise_on_error=False)[0])
         return reply if isinstance(reply, int) else 0
 
     @staticmethod
@@ -96,4 +96,4 @@ class History:
                 upper = f"({text(rows[-1][0])}"
             return HistoryPage(found, upper[1:], truncated=True)
 
-        return redis_layer.run(read, idempotent=True, purpose="admin")
+        return access.read(read)

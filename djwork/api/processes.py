@@ -1,4 +1,7 @@
-"""Processes (``processes`` SET + ``<identity>`` HASHes), their signals and their running jobs (WIRE.md 5-7)."""
+"""Processes (``processes`` SET + ``<identity>`` HASHes), their signals and their running jobs.
+
+The keys are described in docs/wire.md, Processes, Work and Signals.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from djwork import keys
-from djwork import redis as redis_layer
-from djwork.api.records import EmbeddedProcess, JobRecord, StaleEntry, text, to_datetime, to_float, to_int
+from djwork.api import access
+from djwork.api.errors import EmbeddedProcess, StaleEntry
+from djwork.api.records import JobRecord, text, to_datetime, to_float, to_int
 
 HASH_FIELDS = ("info", "busy", "beat", "quiet", "rss", "rtt_us", "concurrency")
 CLEANUP_TTL = 60  # Sidekiq 7: prune members without a hash at most once a minute
 
-
-def _admin_read(block: Any) -> Any:
-    return redis_layer.run(block, idempotent=True, purpose="admin")
 
 
 @dataclass
@@ -117,7 +118,7 @@ class Process:
 
     @property
     def stopping(self) -> bool:
-        """Exactly ``quiet == "true"``, as Sidekiq's Process#stopping? (WIRE.md P4)."""
+        """Exactly ``quiet == "true"``, as Sidekiq's Process#stopping? (docs/wire.md, check P4)."""
         return self.quiet_flag == "true"
 
     @property
@@ -154,7 +155,7 @@ class Process:
             pipe.execute()
 
         # Not replayed after a lost reply: a second TERM means "stop draining now".
-        redis_layer.run(write, idempotent=False, purpose="admin")
+        access.write(write, replay=False)
 
 
 class ProcessSet:
@@ -185,11 +186,12 @@ class ProcessSet:
             gone = [member for member, info in zip(members, infos, strict=True) if info is None]
             return conn.srem(keys.PROCESSES, *gone) if gone else 0
 
-        return redis_layer.run(write, idempotent=True, purpose="admin")
+        # Replayed: a second run finds the guard set (or nothing left to prune) and removes nothing more.
+        return access.write(write, replay=True)
 
     @staticmethod
     def identities() -> list[str]:
-        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).smembers(keys.PROCESSES)
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(keys.PROCESSES)
                             .execute(raise_on_error=False)[0])
         return sorted(text(member) for member in reply) if isinstance(reply, set) else []
 
@@ -205,7 +207,7 @@ class ProcessSet:
                 pipe.hmget(keys.process(identity), list(HASH_FIELDS))
             return pipe.execute(raise_on_error=False)
 
-        replies = _admin_read(read) if identities else []
+        replies = access.read(read) if identities else []
         out = []
         for identity, values in zip(identities, replies, strict=True):
             if isinstance(values, Exception):
@@ -234,7 +236,7 @@ class ProcessSet:
             pipe.hmget(keys.process(identity), list(HASH_FIELDS))
             return pipe.execute(raise_on_error=False)
 
-        member, values = _admin_read(read)
+        member, values = access.read(read)
         if member not in (True, 1) or isinstance(values, Exception):
             return None
         return Process.from_hash(identity, values)
@@ -260,7 +262,7 @@ class ProcessSet:
     @staticmethod
     def leader() -> str:
         """``dear-leader`` (Enterprise) or ""."""
-        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).get(keys.LEADER)
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).get(keys.LEADER)
                             .execute(raise_on_error=False)[0])
         return text(reply) if isinstance(reply, bytes) else ""
 
@@ -317,7 +319,7 @@ class WorkSet:
                 pipe.hgetall(keys.workers_legacy(identity))
             return pipe.execute(raise_on_error=False)
 
-        replies = _admin_read(read) if identities else []
+        replies = access.read(read) if identities else []
         out = []
         for index, identity in enumerate(identities):
             current, legacy = replies[2 * index], replies[2 * index + 1]
@@ -343,5 +345,5 @@ class WorkSet:
                 pipe.hget(keys.process(identity), "busy")
             return pipe.execute(raise_on_error=False)
 
-        replies = _admin_read(read) if identities else []
+        replies = access.read(read) if identities else []
         return sum(to_int(value) for value in replies if not isinstance(value, Exception))

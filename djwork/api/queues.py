@@ -6,14 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from djwork import keys
-from djwork import redis as redis_layer
-from djwork.api.records import JobRecord, Page, StaleEntry, text
+from djwork.api import access
+from djwork.api.errors import StaleEntry
+from djwork.api.records import JobRecord, Page, text
 
 SCAN_BATCH = 500
 
-
-def _admin_read(block: Any) -> Any:
-    return redis_layer.run(block, idempotent=True, purpose="admin")
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ class Queue:
 
     @staticmethod
     def names() -> list[str]:
-        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).smembers(keys.QUEUES)
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(keys.QUEUES)
                             .execute(raise_on_error=False)[0])
         return sorted(text(name) for name in reply) if isinstance(reply, set) else []
 
@@ -53,7 +51,7 @@ class Queue:
                 pipe.lindex(keys.queue(name), -1)
             return pipe.execute(raise_on_error=False)
 
-        replies = _admin_read(read)
+        replies = access.read(read)
         paused = _paused_names(replies[0])
         out = []
         for index, name in enumerate(names):
@@ -62,26 +60,27 @@ class Queue:
         return out
 
     def size(self) -> int:
-        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).llen(self.key)
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).llen(self.key)
                             .execute(raise_on_error=False)[0])
         return reply if isinstance(reply, int) else 0
 
     def latency(self) -> float:
         """Seconds since the oldest job (the LIST's right end) was enqueued; 0 if empty or unreadable."""
-        return _latency(_admin_read(lambda conn: conn.pipeline(transaction=False).lindex(self.key, -1)
+        return _latency(access.read(lambda conn: conn.pipeline(transaction=False).lindex(self.key, -1)
                                     .execute(raise_on_error=False)[0]))
 
     def paused(self) -> bool:
-        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).sismember(keys.PAUSED, self.name)
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).sismember(keys.PAUSED, self.name)
                             .execute(raise_on_error=False)[0])
         return reply is True or reply == 1
 
     def pause(self) -> None:
         """Workers stop fetching from this queue within a few seconds (the ``paused`` SET, Sidekiq Pro's)."""
-        redis_layer.run(lambda conn: conn.sadd(keys.PAUSED, self.name), idempotent=True, purpose="admin")
+        # Replayed: adding a name twice changes nothing.
+        access.write(lambda conn: conn.sadd(keys.PAUSED, self.name), replay=True)
 
     def resume(self) -> None:
-        redis_layer.run(lambda conn: conn.srem(keys.PAUSED, self.name), idempotent=True, purpose="admin")
+        access.write(lambda conn: conn.srem(keys.PAUSED, self.name), replay=True)
 
     def jobs(self, page: int = 1, per_page: int = 25, oldest_first: bool = False) -> Page[JobRecord]:
         """One page of jobs, newest first by default (LRANGE from the left, where pushes land)."""
@@ -96,7 +95,7 @@ class Queue:
                 pipe.lrange(self.key, start, start + per_page - 1)
             return pipe.execute(raise_on_error=False)
 
-        size, members = _admin_read(read)
+        size, members = access.read(read)
         members = members if isinstance(members, list) else []
         if oldest_first:
             members = list(reversed(members))
@@ -107,7 +106,7 @@ class Queue:
         """Linear scan, as Sidekiq's Queue#find_job; ``ident`` is a jid or JobRecord.ident."""
         start = 0
         while True:
-            batch = _admin_read(lambda conn, s=start: conn.pipeline(transaction=False)
+            batch = access.read(lambda conn, s=start: conn.pipeline(transaction=False)
                                 .lrange(self.key, s, s + SCAN_BATCH - 1).execute(raise_on_error=False)[0])
             if not isinstance(batch, list) or not batch:
                 return None
@@ -122,7 +121,8 @@ class Queue:
         record = self.find_job(ident)
         if record is None:
             raise StaleEntry(f"job {ident} is no longer in queue {self.name} (it may have run already)")
-        removed = redis_layer.run(lambda conn: conn.lrem(self.key, 1, record.raw), purpose="admin")
+        # Not replayed: LREM 1 run twice could remove a second, identical copy of the job.
+        removed = access.write(lambda conn: conn.lrem(self.key, 1, record.raw), replay=False)
         if not removed:
             raise StaleEntry(f"job {ident} left queue {self.name} before it could be deleted")
         return record
@@ -138,7 +138,8 @@ class Queue:
             size = pipe.execute(raise_on_error=False)[0]
             return size if isinstance(size, int) else 0
 
-        return redis_layer.run(write, idempotent=True, purpose="admin")
+        # Replayed: a second UNLINK leaves the same state (its count is then 0, not what the first removed).
+        return access.write(write, replay=True)
 
 
 def _paused_names(reply: Any) -> set[str]:

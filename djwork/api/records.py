@@ -3,21 +3,21 @@
 Everything here reads data some other program wrote (a djwork worker, a
 Ruby Sidekiq 6.4/7/8 process, a person with redis-cli), so each reader
 returns what it can and records what it could not read in ``problems``
-instead of raising (Sidekiq's Web UI answers 500 on most of these, WIRE.md
-section 12).
+instead of raising (Sidekiq's Web UI answers 500 on most of these; docs/wire.md,
+Checks, lists them).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import datetime as dt
 import hashlib
 import json
 import math
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
+
+from djwork.backtrace import decode_backtrace
+from djwork.backtrace import encode_backtrace as encode_backtrace  # re-exported by djwork.api
 
 T = TypeVar("T")
 
@@ -93,35 +93,6 @@ def parse_json(raw: Any) -> tuple[Any, str | None]:
         return json.loads(raw), None
     except (ValueError, TypeError) as error:
         return None, f"not valid JSON ({error})"
-
-
-def decode_backtrace(value: Any) -> tuple[list[str] | None, str | None]:
-    """error_backtrace -> (lines, problem).
-
-    Sidekiq 7 writes strict base64 of zlib-deflated JSON; 6.4 the same bytes
-    as MIME base64 (newline every 60 chars); 6.4 also accepted a raw JSON
-    array (legacy), which we show too rather than fail (WIRE.md J10).
-    """
-    if value is None:
-        return None, None
-    if isinstance(value, list):
-        return [text(line) for line in value], None
-    if not isinstance(value, str):
-        return None, f"error_backtrace is a {type(value).__name__}, not a base64 string"
-    compact = "".join(value.split())
-    try:
-        packed = base64.b64decode(compact, validate=True)
-        lines = json.loads(zlib.decompress(packed))
-    except (binascii.Error, ValueError, zlib.error) as error:
-        return None, f"error_backtrace could not be decoded ({type(error).__name__}: {error})"
-    if not isinstance(lines, list):
-        return None, "error_backtrace does not hold a JSON array"
-    return [text(line) for line in lines], None
-
-
-def encode_backtrace(lines: list[str]) -> str:
-    """The Sidekiq 7 encoding (used by tests and tools that write entries)."""
-    return base64.b64encode(zlib.compress(json.dumps(lines).encode())).decode()
 
 
 @dataclass
@@ -330,18 +301,3 @@ class Page(Generic[T]):
     def start_index(self) -> int:
         return (self.number - 1) * self.per_page
 
-
-class ApiError(Exception):
-    """An admin action that could not be done; the message is meant for the person who asked."""
-
-
-class StaleEntry(ApiError):
-    """The entry is no longer where it was read (already run, retried, moved or deleted)."""
-
-
-class NotRetryable(ApiError):
-    """The entry can't be pushed back to a queue (its payload is unreadable)."""
-
-
-class EmbeddedProcess(ApiError):
-    """Sidekiq 7 refuses quiet/stop for embedded processes: their host application owns their lifecycle."""

@@ -17,17 +17,20 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from djwork import keys, scripts
-from djwork import redis as redis_layer
-from djwork.api.records import JobRecord, NotRetryable, Page, StaleEntry, text, to_datetime
+from djwork import keys
+from djwork.api import access
+from djwork.api.errors import NotRetryable, StaleEntry
+from djwork.api.records import JobRecord, Page, text, to_datetime
+from djwork.client import client_chain
+from djwork.conf import get_config
+from djwork.dead import ScriptCall, move_to_dead
+from djwork.middleware import run_client_chain
+from djwork.payload import dumps, new_jid
 
 ADDRESS = re.compile(r"\A(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)-(.+)\Z", re.DOTALL)
 SEARCH_LIMIT = 500
 BULK_BATCH = 100
 
-
-def _admin_read(block: Any) -> Any:
-    return redis_layer.run(block, idempotent=True, purpose="admin")
 
 
 def parse_address(address: str) -> tuple[float, str]:
@@ -88,7 +91,7 @@ class JobSet:
         return [SortedEntry(self.key, float(score), JobRecord.parse(member)) for member, score in pairs]
 
     def size(self) -> int:
-        reply = _admin_read(lambda conn: conn.pipeline(transaction=False).zcard(self.key)
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).zcard(self.key)
                             .execute(raise_on_error=False)[0])
         return reply if isinstance(reply, int) else 0
 
@@ -102,7 +105,7 @@ class JobSet:
             pipe.zrange(self.key, start, start + per_page - 1, desc=newest_first, withscores=True)
             return pipe.execute(raise_on_error=False)
 
-        size, pairs = _admin_read(read)
+        size, pairs = access.read(read)
         return Page(self._entries(pairs), size if isinstance(size, int) else 0, page, per_page)
 
     def search(self, term: str, newest_first: bool | None = None, limit: int = SEARCH_LIMIT) -> list[SortedEntry]:
@@ -121,7 +124,7 @@ class JobSet:
             except ResponseError:
                 return []  # not a ZSET: nothing to find
 
-        hits = [entry for entry in self._entries(_admin_read(read))
+        hits = [entry for entry in self._entries(access.read(read))
                 if needle in entry.job.jid.lower() or needle in entry.job.klass.lower()
                 or needle in entry.job.display_class.lower()]
         hits.sort(key=lambda entry: entry.score, reverse=newest_first)
@@ -140,7 +143,7 @@ class JobSet:
             return conn.pipeline(transaction=False).zrangebyscore(self.key, score, score, withscores=True) \
                 .execute(raise_on_error=False)[0]
 
-        for entry in self._entries(_admin_read(read)):
+        for entry in self._entries(access.read(read)):
             if entry.job.matches(ident):
                 return entry
         return None
@@ -151,12 +154,10 @@ class JobSet:
         return self.fetch(score, ident)
 
     # --- actions ----------------------------------------------------------------------
-    def _remove(self, entry: SortedEntry) -> bool:
-        # Not replayed: the reply says whether *we* took it, which decides if it is pushed.
-        return bool(redis_layer.run(lambda conn: conn.zrem(self.key, entry.job.raw), purpose="admin"))
-
     def delete(self, entry: SortedEntry) -> None:
-        if not self._remove(entry):
+        # Not replayed: the reply says whether *this* call took the entry; a
+        # replay after a lost reply would report our own delete as stale.
+        if not access.write(lambda conn: conn.zrem(self.key, entry.job.raw), replay=False):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 
     def retry(self, entry: SortedEntry) -> str:
@@ -168,39 +169,47 @@ class JobSet:
         return self._requeue(entry, decrement=False)
 
     def _requeue(self, entry: SortedEntry, decrement: bool) -> str:
-        from djwork import client
-        from djwork.payload import new_jid
+        """Move the entry onto its queue with promote.lua, as the scheduled poller does.
 
+        The script pushes before it removes and does nothing once the entry is
+        gone: removing first and pushing second lost the job whenever the
+        connection broke between the two. For the same reason the call is
+        replayed after a lost reply; the replay then finds the entry gone and
+        reports it stale, though the job is on its queue exactly once.
+        """
         if not entry.job.valid:
             raise NotRetryable(f"job {entry.job.ident} can't be queued: {'; '.join(entry.job.problems)}")
-        if not self._remove(entry):
-            raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
         payload = dict(entry.job.item)
         payload.setdefault("jid", new_jid())
         count = payload.get("retry_count")
         if decrement and isinstance(count, int) and not isinstance(count, bool):
             payload["retry_count"] = count - 1
-        try:
-            client.push(payload)
-        except Exception:
-            # Removed but not pushed: put it back rather than lose it.
-            redis_layer.run(lambda conn: conn.zadd(self.key, {entry.job.raw: entry.score}), idempotent=True,
-                            purpose="admin")
-            raise
-        return text(payload.get("queue") or "default")
+        queue = text(payload.get("queue") or "default")
+        chain = client_chain(get_config())
+        if chain:
+            # Client middleware sees this push as it sees any other (Sidekiq's API pushes through its Client).
+            payload = run_client_chain(chain, payload, queue)
+            if payload is None:
+                # Stopped by a middleware: the job is dropped, as a stopped push drops it.
+                self.delete(entry)
+                return queue
+            queue = text(payload.get("queue") or queue)
+        payload.pop("at", None)  # a stored "at" would schedule the job again (docs/wire.md, check J8)
+        payload["enqueued_at"] = time.time()
+        promote = ScriptCall("promote", [self.key, keys.queue(queue), keys.QUEUES],
+                             [entry.job.raw, dumps(payload), queue])
+        if not access.write(promote.evaluate, replay=True):
+            raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
+        return queue
 
     def kill(self, entry: SortedEntry) -> None:
-        """Move to ``dead`` with score now, trimming it as the worker does (one atomic script)."""
-        from djwork.conf import get_config
+        """Move to ``dead`` with score now, trimming it as the worker does (one atomic script).
 
-        config = get_config()
-        now = time.time()
-        args = ["zset", entry.job.raw, entry.job.raw, repr(now), "1", repr(now - config.dead_timeout),
-                config.dead_max_jobs, ""]
-        moved = redis_layer.run(
-            lambda conn: scripts.evaluate(conn, "move_entry", [self.key, keys.DEAD, keys.ORPHAN_COUNTS], args),
-            purpose="admin")
-        if not moved:
+        Replayed after a lost reply: move_entry.lua adds before it removes and
+        does nothing once the entry is gone, so a second run can't bury it twice.
+        """
+        bury = move_to_dead(self.key, "zset", entry.job.raw, entry.job.raw)
+        if not access.write(bury.evaluate, replay=True):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 
     def clear(self) -> int:
@@ -213,7 +222,8 @@ class JobSet:
             size = pipe.execute(raise_on_error=False)[0]
             return size if isinstance(size, int) else 0
 
-        return redis_layer.run(write, idempotent=True, purpose="admin")
+        # Replayed: a second UNLINK leaves the same state (its count is then 0, not what the first removed).
+        return access.write(write, replay=True)
 
     delete_all = clear
 
@@ -236,7 +246,7 @@ class JobSet:
         return done, skipped
 
     def _slice(self, offset: int, count: int) -> list[SortedEntry]:
-        return self._entries(_admin_read(lambda conn: conn.pipeline(transaction=False)
+        return self._entries(access.read(lambda conn: conn.pipeline(transaction=False)
                                          .zrange(self.key, offset, offset + count - 1, withscores=True)
                                          .execute(raise_on_error=False)[0]))
 

@@ -9,7 +9,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from djwork import keys
-from djwork import redis as redis_layer
+from djwork.api import access
 from djwork.api.records import JobRecord, text, to_int
 
 INFO_FIELDS = ("redis_version", "uptime_in_days", "connected_clients", "used_memory_human",
@@ -66,7 +66,7 @@ class Stats:
 
     @classmethod
     def fetch(cls) -> Stats:
-        return redis_layer.run(cls._read, idempotent=True, purpose="admin")
+        return access.read(cls._read)
 
     @classmethod
     def _read(cls, conn: Any) -> Stats:
@@ -119,7 +119,7 @@ class Stats:
             pipe.mget([keys.stat_failed_day(day.isoformat()) for day in dates])
             return pipe.execute(raise_on_error=False)
 
-        processed, failed = redis_layer.run(read, idempotent=True, purpose="admin")
+        processed, failed = access.read(read)
         processed = processed if isinstance(processed, list) else [None] * len(dates)
         failed = failed if isinstance(failed, list) else [None] * len(dates)
         return [DayStat(day, to_int(p), to_int(f)) for day, p, f in zip(dates, processed, failed, strict=True)]
@@ -134,5 +134,5 @@ def redis_info() -> dict[str, str]:
         except ResponseError:
             return {}
 
-    info = redis_layer.run(read, idempotent=True, purpose="admin")
+    info = access.read(read)
     return {name: text(info[name]) for name in INFO_FIELDS if name in info}

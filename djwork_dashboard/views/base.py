@@ -23,7 +23,6 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST, require_safe
-from redis.exceptions import RedisError
 
 from djwork import api
 from djwork_dashboard.permissions import can_manage, can_view
@@ -34,10 +33,9 @@ PER_PAGE = 25
 View = Callable[..., HttpResponse]
 
 
-def redis_unavailable(request: HttpRequest, error: Exception) -> HttpResponse:
+def redis_unavailable(request: HttpRequest, error: api.RedisUnavailable) -> HttpResponse:
     logger.warning("djwork dashboard: Redis error on %s: %s", request.path, error)
-    return render(request, "djwork_dashboard/error.html",
-                  {"error": f"{type(error).__name__}: {error}"}, status=503)
+    return render(request, "djwork_dashboard/error.html", {"error": str(error)}, status=503)
 
 
 def page_view(view: View) -> View:
@@ -52,7 +50,7 @@ def page_view(view: View) -> View:
             raise PermissionDenied("You need the djwork_dashboard.view_dashboard permission.")
         try:
             return view(request, *args, **kwargs)
-        except RedisError as error:
+        except api.RedisUnavailable as error:
             return redis_unavailable(request, error)
 
     return wrapped
@@ -71,11 +69,12 @@ def action_view(view: View) -> View:
             raise PermissionDenied("You need the djwork_dashboard.manage_dashboard permission to do this.")
         try:
             return view(request, *args, **kwargs)
+        except api.RedisUnavailable as error:
+            # Before ApiError, its base: an outage is a 503 page, not a message on the page it left.
+            return redis_unavailable(request, error)
         except api.ApiError as error:
             messages.error(request, str(error))
             return back(request)
-        except RedisError as error:
-            return redis_unavailable(request, error)
 
     return wrapped
 

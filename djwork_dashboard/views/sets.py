@@ -121,6 +121,8 @@ def set_action(request: HttpRequest, kind: str) -> HttpResponse:
         try:
             handler(entry)
             done += 1
+        except api.RedisUnavailable:
+            raise  # the whole request failed (a 503 page), not this one job
         except api.ApiError as error:
             problems.append(str(error))
     if done:

@@ -1,0 +1,89 @@
+"""Burying a job in `dead` (and filing a failed one), written once.
+
+The worker's processor, scheduled poller and reaper and the admin API all
+move entries into `dead`. Each used to assemble fail.lua's or
+move_entry.lua's eight ARGV slots by hand, so a slot added to a script (or a
+trim rule changed) had to be found in four places; a missed one would file
+jobs without trimming `dead`, or remove from the wrong list. They all build
+their calls here instead, and take the trim rules (DEAD_TIMEOUT,
+DEAD_MAX_JOBS) from the same config.
+
+A payload that is not a job still has to be seen by a person: it goes to
+`dead` inside a readable wrapper (class ``djwork.InvalidPayload``) that keeps
+the raw text, so a bad push never wedges a queue and nothing is lost.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal, NamedTuple
+
+from djwork import keys, scripts
+from djwork.conf import Config, get_config
+from djwork.payload import dumps, new_jid
+
+INVALID_PAYLOAD_CLASS = "djwork.InvalidPayload"
+
+FailureTarget = Literal["retry", "dead", "drop"]
+
+
+class ScriptCall(NamedTuple):
+    """One Lua script call, ready to run now or to queue on a pipeline."""
+
+    name: str
+    keys: list[str]
+    args: list[Any]
+
+    def evaluate(self, conn: Any) -> Any:
+        return scripts.evaluate(conn, self.name, self.keys, self.args)
+
+
+def invalid_payload(raw: str, queue: str, error_message: str, now: float | None = None) -> dict[str, Any]:
+    """The job-shaped wrapper that carries unreadable ``raw`` text into `dead`.
+
+    The raw text is kept twice: in args[0], which any Sidekiq UI shows, and in
+    raw_payload, which says what it is.
+    """
+    now = time.time() if now is None else now
+    return {
+        "class": INVALID_PAYLOAD_CLASS, "args": [raw], "queue": queue, "jid": new_jid(), "retry": False,
+        "created_at": now, "enqueued_at": now, "failed_at": now, "retry_count": 0,
+        "error_class": INVALID_PAYLOAD_CLASS, "error_message": error_message, "raw_payload": raw,
+    }
+
+
+def _dead_trim(config: Config | None, now: float) -> list[Any]:
+    """fail.lua's and move_entry.lua's trim slots: trim on, cutoff score, max size."""
+    config = get_config() if config is None else config
+    return ["1", repr(now - config.dead_timeout), config.dead_max_jobs]
+
+
+def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, payload: dict[str, Any] | str,
+                 score: float, jid: str = "", *, from_in_progress: bool = True,
+                 config: Config | None = None, now: float | None = None) -> ScriptCall:
+    """fail.lua: file a failed job in `retry` or `dead` (or nowhere, for "drop") and take ``raw`` off its list.
+
+    ``source_key`` is the in-progress list the job was fetched into; with
+    ``from_in_progress=False`` (basic fetch, where the job already left its
+    queue) nothing is removed. ``jid`` clears the job's orphan count.
+    """
+    now = time.time() if now is None else now
+    stored = "" if target == "drop" else (payload if isinstance(payload, str) else dumps(payload))
+    trim = _dead_trim(config, now) if target == "dead" else ["0", "0", "0"]
+    return ScriptCall("fail", [source_key, keys.RETRY if target == "retry" else keys.DEAD, keys.DEAD,
+                               keys.ORPHAN_COUNTS],
+                      [raw, stored, repr(float(score)), *trim, "1" if from_in_progress else "0", jid])
+
+
+def move_to_dead(source_key: str, source_type: Literal["zset", "list"], member: str | bytes,
+                 buried: dict[str, Any] | str | bytes, jid: str = "", *, config: Config | None = None,
+                 now: float | None = None) -> ScriptCall:
+    """move_entry.lua: move ``member`` of ``source_key`` into `dead` as ``buried``, scored now, `dead` trimmed.
+
+    The script adds before it removes and returns 0 (doing nothing) when a
+    ZSET member is already gone, so replaying the call is harmless.
+    """
+    now = time.time() if now is None else now
+    stored = buried if isinstance(buried, (str, bytes)) else dumps(buried)
+    return ScriptCall("move_entry", [source_key, keys.DEAD, keys.ORPHAN_COUNTS],
+                      [source_type, member, stored, repr(now), *_dead_trim(config, now), jid])
