@@ -3,9 +3,9 @@
 A push is ``LPUSH queue:<name>`` plus ``SADD queues <name>`` in one pipeline.
 The LPUSH is the write that matters; the SADD only feeds listings, so its
 failure (the ``queues`` key holding the wrong type, say) is logged, never
-raised — raising would make the caller push the job a second time (seed 004,
-cogworker client.rb). Neither is replayed after a lost reply: only a
-connect-phase failure, which proves nothing was sent, re-sends the pipeline.
+raised — raising would make the caller push the job a second time. Neither
+is replayed after a lost reply: only a connect-phase failure, which proves
+nothing was sent, re-sends the pipeline.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
         if payload is None:
             return None
         queue = payload.get("queue") or queue
-    payload.pop("at", None)  # WIRE.md J8: a stored "at" re-schedules the job when it comes due
+    payload.pop("at", None)  # a stored "at" re-schedules the job when it comes due (docs/wire.md, Jobs)
     if at is not None and at > time.time():
         payload.pop("enqueued_at", None)
         raw = dumps(payload)

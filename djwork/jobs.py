@@ -13,7 +13,8 @@
     send_welcome(42)                            # runs inline, now
 
 The payload's ``class`` is the job's name (its dotted path unless ``name=``
-is given), which a worker resolves through the registry.
+is given), which a worker resolves through the registry. The enqueue verbs
+themselves, shared with ``job.set(...)``, are in djwork.enqueue.
 """
 
 from __future__ import annotations
@@ -25,19 +26,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
-from django.utils import timezone
-
-from djwork import client
 from djwork.conf import get_config
-from djwork.payload import ArgumentError, build, check_json_native, is_json_native
+from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef, to_epoch
+from djwork.payload import build, check_arguments
 
 registry: dict[str, Job] = {}
-
-# Sidekiq: an interval this large is an absolute epoch, not a delay.
-ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
-
-PAYLOAD_OPTIONS = ("backtrace", "dead", "tags", "retry_queue", "retry_for")
 
 
 class Retry(Exception):
@@ -62,20 +55,6 @@ class UnknownJobClass(LookupError):
 # Its one public name, whichever way the job goes (dead at once, or the retry
 # way): error_class is built from __module__, and Sidekiq's pages show it.
 UnknownJobClass.__module__ = "djwork"
-
-
-@dataclass(frozen=True)
-class JobRef:
-    """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq)."""
-
-    jid: str | None
-
-    @property
-    def id(self) -> str | None:
-        return self.jid
-
-    def __str__(self) -> str:
-        return self.jid or ""
 
 
 @dataclass
@@ -130,30 +109,18 @@ class BoundJob:
         return self.job.apply_async(*args, **kwargs)
 
 
-def to_epoch(when: dt.datetime | float | int) -> float:
-    if isinstance(when, dt.datetime):
-        if timezone.is_naive(when):
-            when = timezone.make_aware(when, timezone.get_default_timezone())
-        return when.timestamp()
-    return float(when)
-
-
-def _seconds(interval: dt.timedelta | float | int) -> float:
-    return interval.total_seconds() if isinstance(interval, dt.timedelta) else float(interval)
-
-
 def _check_retry(value: Any, where: str) -> bool | int:
-    """``retry`` is True, False or an Integer on the wire (WIRE.md J5): refuse anything else."""
+    """``retry`` is True, False or an Integer on the wire (docs/wire.md, Jobs): refuse anything else."""
     if isinstance(value, int):  # bool is an int
         return value
     raise TypeError(f"{where}: retry must be True, False or a number of retries, got {value!r}")
 
 
 def _check_payload_options(options: dict[str, Any], where: str) -> None:
-    """The Sidekiq options copied into the payload must have the types Sidekiq reads (WIRE.md section 2)."""
+    """The Sidekiq options copied into the payload must have the types Sidekiq reads (docs/wire.md, Jobs)."""
     tags = options.get("tags")
     if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
-        raise TypeError(f"{where}: tags must be a list of strings (WIRE.md J9), got {tags!r}")
+        raise TypeError(f"{where}: tags must be a list of strings, got {tags!r}")
     backtrace = options.get("backtrace")
     if backtrace is not None and not isinstance(backtrace, int):
         raise TypeError(f"{where}: backtrace must be True, False or a number of lines, got {backtrace!r}")
@@ -169,7 +136,7 @@ def _check_payload_options(options: dict[str, Any], where: str) -> None:
         raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
 
 
-class Job:
+class Job(Enqueueing):
     """A function registered as a djwork job. Calling it runs it inline."""
 
     def __init__(self, func: Callable[..., Any], *, name: str | None = None, queue: str = "default",
@@ -251,49 +218,6 @@ class Job:
         """A copy of the enqueue methods with these options (queue, retry, countdown, ...)."""
         return JobOptions(self, options)
 
-    def delay(self, *args: Any, **kwargs: Any) -> JobRef:
-        return self.apply_async(args, kwargs)
-
-    def perform_async(self, *args: Any, **kwargs: Any) -> JobRef:
-        return self.apply_async(args, kwargs)
-
-    def perform_in(self, interval: dt.timedelta | float, *args: Any, **kwargs: Any) -> JobRef:
-        seconds = _seconds(interval)
-        at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
-        return self.apply_async(args, kwargs, eta=at)
-
-    def perform_at(self, when: dt.datetime | float, *args: Any, **kwargs: Any) -> JobRef:
-        return self.apply_async(args, kwargs, eta=to_epoch(when))
-
-    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None, *,
-                    countdown: float | None = None, eta: dt.datetime | float | None = None,
-                    expires: dt.datetime | float | None = None, queue: str | None = None,
-                    retry: bool | int | None = None, jid: str | None = None,
-                    **options: Any) -> JobRef:
-        payload, at = self.build_payload(args, kwargs, countdown=countdown, eta=eta, expires=expires,
-                                         queue=queue, retry=retry, jid=jid, **options)
-        return JobRef(client.push(payload, at=at))
-
-    def delay_many(self, calls: Iterable[Any], **options: Any) -> list[JobRef]:
-        """Enqueue one job per item in one pipelined round trip.
-
-        Each item is a tuple/list of positional arguments, a dict of keyword
-        arguments, or an ``(args, kwargs)`` pair written as ``(tuple, dict)``.
-        """
-        payloads = []
-        at = None
-        for item in calls:
-            args, kwargs = _split_call(item)
-            payload, at = self.build_payload(args, kwargs, **options)
-            payloads.append(payload)
-        return [JobRef(jid) for jid in client.push_bulk(payloads, at=at)]
-
-    def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
-        """Enqueue once the current transaction commits (at once outside one); the jid is known now."""
-        payload, at = self.build_payload(args, kwargs)
-        transaction.on_commit(lambda: client.push(payload, at=at))
-        return JobRef(payload["jid"])
-
     def build_payload(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None, *,
                       countdown: float | None = None, eta: dt.datetime | float | None = None,
                       expires: dt.datetime | float | None = None, queue: str | None = None,
@@ -335,17 +259,8 @@ class Job:
                 self.call_signature.bind(*args, **kwargs)
             except TypeError as error:
                 raise TypeError(f"{self.name}: {error}") from None
-        if not get_config().strict_args:
-            return
-        # The error path (with the argument's name) is only built for a refused value.
-        for index, value in enumerate(args):
-            if not is_json_native(value):
-                label = self.positional_names[index] if index < len(self.positional_names) else None
-                check_json_native(value, f"{self.name}: argument {label!r}" if label else
-                                  f"{self.name}: args[{index}]")
-        for key, value in kwargs.items():
-            if not is_json_native(value):
-                check_json_native(value, f"{self.name}: argument {key!r}")
+        if get_config().strict_args:
+            check_arguments(self.name, args, kwargs, self.positional_names)
 
     def _plain_arity_ok(self, args: list[Any], kwargs: dict[str, Any]) -> bool:
         """True when the plain signature surely accepts the call; False means "ask Signature.bind"."""
@@ -363,58 +278,6 @@ class Job:
                     return False
             return all(names[position] in kwargs for position in range(given, self._plain_required))
         return given >= self._plain_required
-
-
-def _split_call(item: Any) -> tuple[list[Any], dict[str, Any]]:
-    if isinstance(item, dict):
-        return [], item
-    if (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple))
-            and isinstance(item[1], dict)):
-        return list(item[0]), item[1]
-    if isinstance(item, (list, tuple)):
-        return list(item), {}
-    raise ArgumentError(f"delay_many items must be tuples of arguments or dicts, got {type(item).__name__}")
-
-
-class JobOptions:
-    """``job.set(...)``: the enqueue methods with preset options."""
-
-    ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority")
-
-    def __init__(self, job: Job, options: dict[str, Any]) -> None:
-        unknown = set(options) - set(self.ENQUEUE_KEYS)
-        if unknown:
-            raise TypeError(f"{job.name}.set(): unknown option(s) {sorted(unknown)}")
-        self.job = job
-        self.options = options
-
-    def set(self, **options: Any) -> JobOptions:
-        return JobOptions(self.job, {**self.options, **options})
-
-    def delay(self, *args: Any, **kwargs: Any) -> JobRef:
-        return self.job.apply_async(args, kwargs, **self.options)
-
-    perform_async = delay
-
-    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
-                    **options: Any) -> JobRef:
-        return self.job.apply_async(args, kwargs, **{**self.options, **options})
-
-    def perform_in(self, interval: dt.timedelta | float, *args: Any, **kwargs: Any) -> JobRef:
-        seconds = _seconds(interval)
-        at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
-        return self.job.apply_async(args, kwargs, **{**self.options, "eta": at})
-
-    def perform_at(self, when: dt.datetime | float, *args: Any, **kwargs: Any) -> JobRef:
-        return self.job.apply_async(args, kwargs, **{**self.options, "eta": to_epoch(when)})
-
-    def delay_many(self, calls: Iterable[Any]) -> list[JobRef]:
-        return self.job.delay_many(calls, **self.options)
-
-    def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
-        payload, at = self.job.build_payload(args, kwargs, **self.options)
-        transaction.on_commit(lambda: client.push(payload, at=at))
-        return JobRef(payload["jid"])
 
 
 def job(func: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -1,14 +1,15 @@
 """Every Redis key djwork reads or writes, with its type, in one place.
 
-Sidekiq 7's layout (WIRE.md section 1) for everything Sidekiq defines; the
-seeds' names for the Enterprise features; a ``djwork:`` prefix for the rest.
+Sidekiq 7's layout (docs/wire.md, Keys) for everything Sidekiq defines;
+Sidekiq Pro's and Enterprise's own names for the features they define (so
+their tools and ours read the same keys); a ``djwork:`` prefix for the rest.
 No module builds a key string itself: a later Redis Cluster mode (hash-tagged
 keys) must be a change to this file alone. docs/keys.md mirrors this table.
 """
 
 from __future__ import annotations
 
-# --- Sidekiq OSS keys (WIRE.md section 1) -------------------------------------
+# --- Sidekiq OSS keys (docs/wire.md, Keys) ------------------------------------
 QUEUES = "queues"  # SET of queue names without the "queue:" prefix
 SCHEDULE = "schedule"  # ZSET score = run-at epoch seconds (float)
 RETRY = "retry"  # ZSET score = next retry epoch seconds
@@ -20,14 +21,12 @@ PROCESS_CLEANUP = "process_cleanup"  # STRING "1", SET NX EX 60
 PAUSED = "paused"  # SET of paused queue names (Sidekiq Pro's contract)
 LEADER = "dear-leader"  # STRING leader identity (Enterprise name)
 
-SORTED_SETS = (SCHEDULE, RETRY, DEAD)
-
 # --- djwork's own keys -----------------------------------------------------------
 IN_PROGRESS_REGISTRY = "djwork:inprogress"  # SET of in-progress LIST keys, for orphan recovery
 BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
 ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
 HISTORY = "djwork:history"  # STREAM of executions, capped (MAXLEN ~)
-RESULT_PREFIX = "djwork:result:"  # STRING JSON Django Tasks result record, TTL RESULT_TTL
+RESULT_PREFIX = "djwork:result:"  # HASH Django Tasks result record (one field per attribute), TTL RESULT_TTL
 
 STATS_TTL = 5 * 365 * 24 * 3600  # per-day stat keys live five years (Sidekiq's STATS_TTL)
 PROCESS_TTL = 60  # identity hash, work hash, signal list
@@ -95,4 +94,5 @@ def parse_in_progress(key: str) -> tuple[str, str] | None:
 
 
 def result(result_id: str) -> str:
+    """HASH ``djwork:result:<id>``: a Django Tasks result record (status, times, args, errors...)."""
     return f"{RESULT_PREFIX}{result_id}"

@@ -1,4 +1,4 @@
-"""Job payloads in Sidekiq 7's JSON format (WIRE.md section 2).
+"""Job payloads in Sidekiq 7's JSON format (docs/wire.md, Jobs).
 
 Timestamps are float epoch seconds (``time.time()``), which every reader from
 Sidekiq 6.4 to 8.x understands; keyword arguments travel in ``kwargs``, a
@@ -13,11 +13,10 @@ import json
 import math
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
-
-JSON_SCALARS = (str, int, float, bool, type(None))
 
 
 class ArgumentError(TypeError):
@@ -79,13 +78,20 @@ def is_json_native(value: Any) -> bool:
     return False  # subclasses and everything else: check_json_native decides and explains
 
 
-def check_arguments(args: tuple | list, kwargs: dict[str, Any], names: list[str] | None = None) -> None:
-    """Validate positional and keyword arguments, naming each one by parameter name where known."""
+def check_arguments(where: str, args: Sequence[Any], kwargs: dict[str, Any], names: Sequence[str] = ()) -> None:
+    """Refuse arguments JSON can't carry, naming the first bad one (``where: argument 'x' is a ...``).
+
+    ``names`` are the function's positional parameter names: ``args[i]`` is
+    named by its parameter where there is one (not for ``*args``), a keyword
+    argument by its keyword. The error path is only built for a refused value.
+    """
     for index, value in enumerate(args):
-        label = names[index] if names and index < len(names) else f"args[{index}]"
-        check_json_native(value, f"argument {label!r}" if names and index < len(names) else label)
+        if not is_json_native(value):
+            label = f"argument {names[index]!r}" if index < len(names) else f"args[{index}]"
+            check_json_native(value, f"{where}: {label}")
     for key, value in kwargs.items():
-        check_json_native(value, f"argument {key!r}")
+        if not is_json_native(value):
+            check_json_native(value, f"{where}: argument {key!r}")
 
 
 def dumps(payload: dict[str, Any]) -> str:

@@ -74,10 +74,7 @@ class DjworkBackend(BaseTaskBackend):
         self.validate_task(task)
         args = list(args)
         kwargs = dict(kwargs)
-        try:
-            check_arguments(args, kwargs, _parameter_names(task))
-        except ArgumentError as error:
-            raise ArgumentError(f"{task.module_path}: {error}") from None
+        check_arguments(task.module_path, args, kwargs, _parameter_names(task))
         jid = new_jid()
         now = timezone.now()
         result = TaskResult(

@@ -1,8 +1,8 @@
 """The job API (@djwork.job and its enqueue methods) against a real private Redis.
 
 Every payload is read back from Redis and compared field by field with
-WIRE.md section 2 (Sidekiq 7 job JSON), section 3 (queues) and section 4
-(the schedule ZSET).
+Sidekiq 7's job JSON, queues and `schedule` ZSET (docs/wire.md: Jobs, Queues,
+Scheduled/retry/dead sets).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from djwork.jobs import ABSOLUTE_EPOCH_THRESHOLD, BoundJob, Request, registry, r
 from tests import jobs
 
 HEX24 = re.compile(r"\A[0-9a-f]{24}\Z")
-# WIRE.md section 2: what the client writes to a queue, and nothing else.
+# docs/wire.md, Jobs: what the client writes to a queue, and nothing else.
 QUEUED_KEYS = {"class", "args", "queue", "jid", "retry", "created_at", "enqueued_at"}
-# WIRE.md section 4 / J8: a schedule member carries neither "at" nor "enqueued_at" (7.x strips it).
+# docs/wire.md, Checks: J8: a schedule member carries neither "at" nor "enqueued_at" (7.x strips it).
 SCHEDULED_KEYS = QUEUED_KEYS - {"enqueued_at"}
 
 
@@ -246,7 +246,7 @@ def test_name_option_is_the_payload_class(raw_redis):
 
 
 def test_retry_zero_stays_an_integer(raw_redis):
-    """WIRE.md J5: 0 (straight to Dead) and false (no Dead) are different things."""
+    """docs/wire.md, Checks: J5: 0 (straight to Dead) and false (no Dead) are different things."""
     jobs.zero_retry.delay()
     job, raw = only_job(raw_redis)
     assert '"retry":0' in raw

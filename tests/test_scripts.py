@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import redis as redis_py
 
 from djwork import redis as redis_layer
 from djwork import scripts
@@ -29,28 +30,51 @@ def clear_script_caches():
     scripts.sha.cache_clear()
 
 
-def test_release_if_owner_deletes_only_for_the_matching_token(conn, raw_redis):
-    raw_redis.set("dear-leader", "token-a")
-    assert scripts.evaluate(conn, "release_if_owner", ["dear-leader"], ["token-b"]) == 0
-    assert raw_redis.get("dear-leader") == b"token-a"
-    assert scripts.evaluate(conn, "release_if_owner", ["dear-leader"], ["token-a"]) == 1
-    assert raw_redis.exists("dear-leader") == 0
-    # Already gone: a second release is a no-op, not an error.
-    assert scripts.evaluate(conn, "release_if_owner", ["dear-leader"], ["token-a"]) == 0
-
-
 def test_evaluate_survives_script_flush_and_recaches(conn, raw_redis):
-    sha = scripts.sha("release_if_owner")
-    scripts.evaluate(conn, "release_if_owner", ["k"], ["t"])
+    sha = scripts.sha("unregister_if_empty")
+    scripts.evaluate(conn, "unregister_if_empty", ["list", "registry"])
     assert raw_redis.script_exists(sha) == [True]
     raw_redis.script_flush()
     assert raw_redis.script_exists(sha) == [False]
-    raw_redis.set("k", "t")
+    raw_redis.sadd("registry", "list")
     # EVALSHA now answers NOSCRIPT; the fallback EVAL must still run the script...
-    assert scripts.evaluate(conn, "release_if_owner", ["k"], ["t"]) == 1
-    assert raw_redis.exists("k") == 0
+    assert scripts.evaluate(conn, "unregister_if_empty", ["list", "registry"]) == 1
+    assert raw_redis.sismember("registry", "list") == 0
     # ...and leave it cached, so the next call is a plain EVALSHA again.
     assert raw_redis.script_exists(sha) == [True]
+
+
+@pytest.mark.parametrize("transaction", [False, True], ids=["pipeline", "multi"])
+def test_a_pipeline_survives_script_flush_and_runs_each_command_once(conn, raw_redis, transaction):
+    raw_redis.script_flush()
+    raw_redis.sadd("registry", "empty-list", "full-list")
+    raw_redis.rpush("full-list", "job")
+    pipe = conn.pipeline(transaction=transaction)
+    pipe.incr("counter")
+    scripts.queue_evaluate(pipe, "unregister_if_empty", ["empty-list", "registry"])
+    scripts.queue_evaluate(pipe, "unregister_if_empty", ["full-list", "registry"])
+    pipe.incr("counter")
+
+    # Both EVALSHAs are refused (NOSCRIPT); they come back as EVAL, their replies in place.
+    assert scripts.execute(pipe) == [1, 1, 0, 2]
+    # The commands that ran the first time were not run again.
+    assert raw_redis.get("counter") == b"2"
+    assert raw_redis.smembers("registry") == {b"full-list"}
+    assert raw_redis.script_exists(scripts.sha("unregister_if_empty")) == [True]
+
+
+def test_a_pipeline_error_other_than_noscript_is_raised_or_returned(conn, raw_redis):
+    raw_redis.set("not-a-list", "x")
+    pipe = conn.pipeline(transaction=False)
+    scripts.queue_evaluate(pipe, "unregister_if_empty", ["not-a-list", "registry"])
+    pipe.incr("counter")
+    replies = scripts.execute(pipe, raise_on_error=False)
+    assert isinstance(replies[0], redis_py.ResponseError) and replies[1] == 1
+    pipe.incr("counter")
+    scripts.queue_evaluate(pipe, "unregister_if_empty", ["not-a-list", "registry"])
+    with pytest.raises(redis_py.ResponseError, match="WRONGTYPE"):
+        scripts.execute(pipe)
+    assert raw_redis.get("counter") == b"2"
 
 
 def test_sha_is_the_sha1_of_the_source_redis_computes():
@@ -147,7 +171,7 @@ def header(text: str) -> list[str]:
 
 @pytest.mark.parametrize("path", sorted(REPO_LUA.glob("*.lua")), ids=lambda path: path.name)
 def test_every_lua_script_opens_with_a_documenting_header(path):
-    """DESIGN.md: each Lua file opens with what it does, KEYS, ARGV and the return value."""
+    """Each Lua file opens with what it does, KEYS, ARGV and its return value: readable without its caller."""
     lines = header(path.read_text(encoding="utf-8"))
     assert lines, f"{path.name} does not open with a -- comment header"
     assert lines[0].startswith(f"-- {path.stem}: "), f"{path.name}: first line must be '-- {path.stem}: <what it does>'"

@@ -150,7 +150,7 @@ def test_run_after_goes_to_the_schedule_zset(raw_redis):
     raw, score = entries[0]
     assert score == run_after.timestamp()
     job = json.loads(raw)
-    assert set(job) == QUEUED_KEYS - {"enqueued_at"}  # WIRE.md J8: no "at", no "enqueued_at"
+    assert set(job) == QUEUED_KEYS - {"enqueued_at"}  # docs/wire.md, Checks: J8: no "at", no "enqueued_at"
     assert job["jid"] == result.id
     assert job[TASK_FIELD] == "default"
 

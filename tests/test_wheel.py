@@ -135,7 +135,7 @@ PROBE = textwrap.dedent("""
         "djwork": djwork.__file__,
         "djwork_dashboard": djwork_dashboard.__file__,
         "script_directory": str(scripts.script_directory()),
-        "release_if_owner": scripts.source("release_if_owner"),
+        "beat": scripts.source("beat"),
         "script_names": scripts.names(),
         "template": get_template("djwork_dashboard/overview.html").origin.name,
         "sys_path": [os.path.realpath(entry) for entry in sys.path],
@@ -164,7 +164,7 @@ def test_installed_wheel_finds_its_scripts_and_templates(wheel, tmp_path):
     assert inside_venv(found["djwork"]), found
     assert inside_venv(found["djwork_dashboard"]), found
     assert inside_venv(found["script_directory"]), found
-    assert found["release_if_owner"] == (ROOT / "lua" / "release_if_owner.lua").read_text(encoding="utf-8")
+    assert found["beat"] == (ROOT / "lua" / "beat.lua").read_text(encoding="utf-8")
     assert found["script_names"] == sorted(path.stem for path in (ROOT / "lua").glob("*.lua"))
     assert inside_venv(found["template"]), found
     assert Path(found["template"]).as_posix().endswith("djwork/templates/djwork_dashboard/overview.html")

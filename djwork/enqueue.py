@@ -1,0 +1,139 @@
+"""The enqueue verbs of a job, written once for ``job`` and ``job.set(...)``.
+
+Every verb (Celery's ``delay``/``apply_async``, Sidekiq's ``perform_async``/
+``perform_in``/``perform_at``, ``delay_many``, ``delay_on_commit``) turns its
+call into a payload through one ``build_payload``, so an option preset with
+``job.set(queue=...)`` applies to every verb alike and no verb can drift from
+the others.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from djwork import client
+from djwork.payload import ArgumentError
+
+# Sidekiq: an interval this large is an absolute epoch, not a delay.
+ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
+
+# The Sidekiq job options a call may set, copied into the payload as they are.
+PAYLOAD_OPTIONS = ("backtrace", "dead", "tags", "retry_queue", "retry_for")
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq)."""
+
+    jid: str | None
+
+    @property
+    def id(self) -> str | None:
+        return self.jid
+
+    def __str__(self) -> str:
+        return self.jid or ""
+
+
+def to_epoch(when: dt.datetime | float | int) -> float:
+    """A datetime (naive ones in Django's default time zone) or an epoch, as epoch seconds."""
+    if isinstance(when, dt.datetime):
+        if timezone.is_naive(when):
+            when = timezone.make_aware(when, timezone.get_default_timezone())
+        return when.timestamp()
+    return float(when)
+
+
+def _seconds(interval: dt.timedelta | float | int) -> float:
+    return interval.total_seconds() if isinstance(interval, dt.timedelta) else float(interval)
+
+
+def _split_call(item: Any) -> tuple[list[Any], dict[str, Any]]:
+    if isinstance(item, dict):
+        return [], item
+    if (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (list, tuple))
+            and isinstance(item[1], dict)):
+        return list(item[0]), item[1]
+    if isinstance(item, (list, tuple)):
+        return list(item), {}
+    raise ArgumentError(f"delay_many items must be tuples of arguments or dicts, got {type(item).__name__}")
+
+
+class Enqueueing:
+    """The enqueue verbs; a subclass supplies ``name`` and ``build_payload``."""
+
+    name: str  # the job's registered name: the payload's ``class``
+
+    def build_payload(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
+                      **options: Any) -> tuple[dict[str, Any], float | None]:
+        """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
+        raise NotImplementedError
+
+    def delay(self, *args: Any, **kwargs: Any) -> JobRef:
+        return self.apply_async(args, kwargs)
+
+    def perform_async(self, *args: Any, **kwargs: Any) -> JobRef:
+        return self.apply_async(args, kwargs)
+
+    def perform_in(self, interval: dt.timedelta | float, *args: Any, **kwargs: Any) -> JobRef:
+        seconds = _seconds(interval)
+        at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
+        return self.apply_async(args, kwargs, eta=at)
+
+    def perform_at(self, when: dt.datetime | float, *args: Any, **kwargs: Any) -> JobRef:
+        return self.apply_async(args, kwargs, eta=to_epoch(when))
+
+    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
+                    **options: Any) -> JobRef:
+        """Celery's ``apply_async``: ``countdown``, ``eta``, ``expires``, ``queue``, ``retry``, ``jid``
+        and the Sidekiq options (``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``retry_for``)."""
+        payload, at = self.build_payload(args, kwargs, **options)
+        return JobRef(client.push(payload, at=at))
+
+    def delay_many(self, calls: Iterable[Any], **options: Any) -> list[JobRef]:
+        """Enqueue one job per item in one pipelined round trip.
+
+        Each item is a tuple/list of positional arguments, a dict of keyword
+        arguments, or an ``(args, kwargs)`` pair written as ``(tuple, dict)``.
+        """
+        payloads = []
+        at = None
+        for item in calls:
+            args, kwargs = _split_call(item)
+            payload, at = self.build_payload(args, kwargs, **options)
+            payloads.append(payload)
+        return [JobRef(jid) for jid in client.push_bulk(payloads, at=at)]
+
+    def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
+        """Enqueue once the current transaction commits (at once outside one); the jid is known now."""
+        payload, at = self.build_payload(args, kwargs)
+        transaction.on_commit(lambda: client.push(payload, at=at))
+        return JobRef(payload["jid"])
+
+
+class JobOptions(Enqueueing):
+    """``job.set(...)``: the enqueue verbs with preset options (a call's own options win)."""
+
+    ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority")
+
+    def __init__(self, job: Enqueueing, options: dict[str, Any]) -> None:
+        unknown = set(options) - set(self.ENQUEUE_KEYS)
+        if unknown:
+            raise TypeError(f"{job.name}.set(): unknown option(s) {sorted(unknown)}")
+        self.job = job
+        self.name = job.name
+        self.options = options
+
+    def set(self, **options: Any) -> JobOptions:
+        return JobOptions(self.job, {**self.options, **options})
+
+    def build_payload(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
+                      **options: Any) -> tuple[dict[str, Any], float | None]:
+        return self.job.build_payload(args, kwargs, **{**self.options, **options})
