@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from djwork.testing.redis_server import RedisServer  # noqa: E402
-from djwork.worker.heartbeat import rss_kb  # noqa: E402
+from djwork.worker.memory import rss_kb  # noqa: E402
 
 
 def start_redis() -> RedisServer:

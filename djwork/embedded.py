@@ -7,7 +7,7 @@
 
 For gunicorn see ``djwork.gunicorn`` (one line in gunicorn.conf.py).
 
-Contracts, each one a failure mode of a predecessor (seed 002, wurk rails_boot.rb):
+Contracts, each one against a way an embedded worker fails its host:
 
 * The host owns the signals. We install no handler: a worker that took TERM
   would drain itself on a deploy but never stop the HTTP server. A TERM or
@@ -70,7 +70,7 @@ class Embedded:
         """Started here and not stopped (by the host or by a dashboard TERM)."""
         launcher = self.launcher
         return (self._started and not self._stopped and launcher is not None
-                and launcher.shutdown_deadline is None and os.getpid() == self.pid)
+                and not launcher.state.stopping and os.getpid() == self.pid)
 
     def start(self) -> None:
         """Begin the boot on a background thread and return at once. Idempotent."""
@@ -149,7 +149,7 @@ def start(config: Config | None = None) -> Embedded | None:
     with _lock:
         instance = _current
         if instance is not None and instance.pid == os.getpid() and not instance._stopped \
-                and (instance.launcher is None or instance.launcher.shutdown_deadline is None):
+                and (instance.launcher is None or not instance.launcher.state.stopping):
             return instance
         try:
             instance = Embedded(config or get_config())

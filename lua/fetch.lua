@@ -8,13 +8,14 @@
 -- KEYS[1] = paused SET, KEYS[2] = djwork:orphan-counts HASH,
 -- KEYS[2+2i-1] = queue:<name_i>, KEYS[2+2i] = its in-progress LIST (i = 1..n)
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
+-- ARGV[3+i] = name_i (i = 1..n, the names of the queues in KEYS, in the same order),
 -- then a triples: queue index i, raw payload, jid
 -- Returns {{i1, payload1, i2, payload2, ...}, {paused queue names...}}
 local limit = tonumber(ARGV[1])
 local reliable = ARGV[2] == 'reliable'
 local ack_count = tonumber(ARGV[3])
 local queue_count = (#KEYS - 2) / 2
-local position = 4
+local position = 4 + queue_count
 for _ = 1, ack_count do
   local index = tonumber(ARGV[position])
   if reliable then
@@ -31,7 +32,7 @@ local taken = 0
 for i = 1, queue_count do
   if taken >= limit then break end
   local queue_key = KEYS[2 + 2 * i - 1]
-  local name = string.sub(queue_key, 7)
+  local name = ARGV[3 + i]
   if redis.call('SISMEMBER', KEYS[1], name) == 1 then
     paused[#paused + 1] = name
   else

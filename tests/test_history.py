@@ -1,8 +1,8 @@
-"""HistoryRecorder (djwork/history.py + lua/history_append.lua): what one flush writes to the stream."""
+"""HistoryRecorder (djwork/worker/history.py + lua/history_append.lua): what one flush writes to the stream."""
 
 from __future__ import annotations
 
-from djwork.history import FIELDS, HistoryRecorder
+from djwork.worker.history import FIELDS, HistoryRecorder
 
 
 def test_a_flush_writes_one_entry_per_run_with_every_field_as_a_string(raw_redis):

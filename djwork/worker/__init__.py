@@ -1,2 +1,3 @@
-"""The worker runtime: Launcher -> Manager per capsule -> Processor threads, plus Heartbeat,
-Scheduled poller and Reaper. See docs/architecture.md for the process model."""
+"""The worker runtime: a Launcher builds a Manager per capsule (processor threads fed by a Dispatcher and
+Takers), plus Heartbeat, HistoryRecorder, Scheduled poller, Reaper and health probes. docs/architecture.md
+draws who owns which state and who calls whom."""

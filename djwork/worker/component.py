@@ -3,7 +3,7 @@
 ``start()`` and ``stop()`` are idempotent; waits go through a Condition so
 ``stop()`` takes effect at once instead of after a sleep; joins are bounded;
 a thread that fails to join stays tracked, so a later ``start()`` can't run a
-second copy beside a wedged first one (seed 000, wurk history.rb).
+second copy beside a wedged first one.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class PeriodicComponent:
     def start(self) -> None:
         with self._lock:
             # Spawned inside the lock: two racing start() calls must not both
-            # spawn, leaving an unrecorded loop that outlives stop() (seed 001).
+            # spawn, leaving an unrecorded loop that outlives stop().
             if self._thread is not None:
                 return
             self._sleeper.reset()

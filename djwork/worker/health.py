@@ -14,7 +14,7 @@ one listening socket plus a daemon thread per request (so a stuck client
 can't block the next probe), every request bounded by a socket timeout.
 ``stop()`` always closes the socket, even when the serving thread won't join:
 a leaked listener keeps kubelet getting answers from a process that is
-already gone (seed 000, wurk launcher.rb).
+already gone.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
 
 if TYPE_CHECKING:
-    from djwork.worker.launcher import Launcher
+    from djwork.conf import Config
+    from djwork.worker.heartbeat import Heartbeat
+    from djwork.worker.process import RunState
 
 logger = logging.getLogger("djwork.worker")
 
@@ -187,43 +189,49 @@ def ping_redis() -> tuple[bool, str]:
     return True, "redis ok"
 
 
-def launcher_live(launcher: Launcher) -> tuple[bool, str]:
-    if launcher.shutdown_deadline is not None:
-        return False, "stopping"
-    if launcher.heartbeat.running:
-        return True, "ok"
-    if launcher.heartbeat.beats == 0:
-        # Still in boot (waiting for Redis, retried forever): alive, just not ready.
-        return True, "booting"
-    return False, "heartbeat loop is not running"
+class WorkerProbes:
+    """A worker process's ``/live`` and ``/ready``, from its run state and its heartbeat's own record."""
+
+    def __init__(self, config: Config, heartbeat: Heartbeat, run_state: RunState) -> None:
+        self.config = config
+        self.heartbeat = heartbeat
+        self.run_state = run_state
+
+    def live(self) -> tuple[bool, str]:
+        if self.run_state.stopping:
+            return False, "stopping"
+        if self.heartbeat.running:
+            return True, "ok"
+        if self.heartbeat.beats == 0:
+            # Still in boot (waiting for Redis, retried forever): alive, just not ready.
+            return True, "booting"
+        return False, "heartbeat loop is not running"
+
+    def ready(self, *, ping: bool = True) -> tuple[bool, str]:
+        live, reason = self.live()
+        if not live:
+            return False, reason
+        last = self.heartbeat.last_beat_monotonic
+        if last is None:
+            return False, "no heartbeat yet"
+        age = time.monotonic() - last
+        limit = self.config.heartbeat_interval + READY_SLACK
+        if age > limit:
+            return False, f"last heartbeat {age:.1f}s ago (limit {limit:.1f}s)"
+        if ping:
+            reachable, why = ping_redis()
+            if not reachable:
+                return False, why
+        suffix = " (quiet)" if self.run_state.quieted else ""
+        return True, f"ok, last heartbeat {age:.1f}s ago{suffix}"
 
 
-def launcher_ready(launcher: Launcher, *, ping: bool = True) -> tuple[bool, str]:
-    live, reason = launcher_live(launcher)
-    if not live:
-        return False, reason
-    last = launcher.last_beat_monotonic
-    if last is None:
-        return False, "no heartbeat yet"
-    age = time.monotonic() - last
-    limit = launcher.config.heartbeat_interval + READY_SLACK
-    if age > limit:
-        return False, f"last heartbeat {age:.1f}s ago (limit {limit:.1f}s)"
-    if ping:
-        reachable, why = ping_redis()
-        if not reachable:
-            return False, why
-    suffix = " (quiet)" if launcher.quieted else ""
-    return True, f"ok, last heartbeat {age:.1f}s ago{suffix}"
-
-
-def for_launcher(launcher: Launcher) -> HealthServer | None:
-    """The probe server a Launcher owns when HEALTH_PORT is set (standalone and embedded)."""
-    port = launcher.config.health_port
+def health_server(config: Config, live: Probe, ready: Probe) -> HealthServer | None:
+    """The probe server HEALTH_PORT asks for (None when unset): a worker's, or a swarm parent's."""
+    port = config.health_port
     if not port:
         return None
-    host = str(launcher.config.raw.get("HEALTH_HOST") or DEFAULT_HOST)
-    return HealthServer(int(port), lambda: launcher_live(launcher), lambda: launcher_ready(launcher), host=host)
+    return HealthServer(int(port), live, ready, host=config.health_host or DEFAULT_HOST)
 
 
 def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:

@@ -1,10 +1,10 @@
-"""Heartbeat: how a process shows itself to the cluster, exactly as a Sidekiq process does (WIRE.md 5-7).
+"""Heartbeat: how a process shows itself to the cluster, exactly as a Sidekiq process does (docs/wire.md, Processes).
 
 Each beat is three separate round trips, because they have different
 replay rules:
 
 1. the stat counters (INCRBY): never replayed — a replay after a lost reply
-   counts the window twice; a lost window is accepted instead (seed 000);
+   counts the window twice; a lost window is accepted instead, as Sidekiq does;
 2. the presence write (SADD processes, the ``<identity>`` hash, the work
    hashes under both ``:work`` and Sidekiq 6.4.1's ``:workers``, the
    Redis-clock beat stamp): idempotent, it converges on the same state
@@ -19,72 +19,55 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import orjson
-from redis.exceptions import NoScriptError
 
 from djwork import keys, scripts
 from djwork import redis as redis_layer
+from djwork.conf import Config
 from djwork.worker.component import PeriodicComponent
-
-if TYPE_CHECKING:
-    from djwork.worker.launcher import Launcher
+from djwork.worker.memory import rss_kb
+from djwork.worker.process import ProcessInfo, RunState, WorkState
 
 logger = logging.getLogger("djwork.worker")
 
 SIGNALS_PER_BEAT = 10
 
 
-def rss_kb(pid: int | str = "self") -> int:
-    """Resident memory in KB from /proc (VmRSS, as Sidekiq reports it); 0 where unavailable."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 class Heartbeat(PeriodicComponent):
+    """Beats every HEARTBEAT_INTERVAL; keeps its own record of the last beat, which the health probes read."""
+
     name = "heartbeat"
 
-    def __init__(self, launcher: Launcher) -> None:
+    def __init__(self, config: Config, process: ProcessInfo, run_state: RunState, work: WorkState,
+                 take_counts: Callable[[], tuple[int, int]], in_progress_keys: list[str],
+                 on_signal: Callable[[str], None]) -> None:
         super().__init__()
-        self.launcher = launcher
-        self.identity = launcher.identity
+        self.config = config
+        self.process = process
+        self.identity = process.identity
+        self.run_state = run_state
+        self.work = work
+        self.take_counts = take_counts
+        self.in_progress_keys = in_progress_keys
+        self.on_signal = on_signal
         self.rtt_us = 0
         self.beats = 0
+        self.last_beat_monotonic: float | None = None
         self._info: str | None = None
 
     def interval(self) -> float:
-        return self.launcher.config.heartbeat_interval
+        return self.config.heartbeat_interval
 
     def tick(self) -> None:
         self.beat()
 
     def info_json(self) -> str:
         if self._info is None:
-            launcher = self.launcher
-            self._info = orjson.dumps({
-                "hostname": launcher.hostname,
-                "started_at": launcher.started_at,
-                "pid": os.getpid(),
-                "tag": launcher.tag,
-                "concurrency": launcher.total_concurrency,
-                "queues": launcher.queue_names,
-                "weights": [
-                    {name: weight for name, weight in capsule.queues} for capsule in launcher.capsules
-                ],
-                "labels": list(launcher.labels),
-                "identity": self.identity,
-                "version": f"djwork {launcher.version}",
-                "embedded": launcher.embedded,
-            }).decode()
+            self._info = self.process.info_json()
         return self._info
 
     def beat(self) -> None:
@@ -92,12 +75,12 @@ class Heartbeat(PeriodicComponent):
         self.flush_stats()
         self.write_presence()
         self.beats += 1
-        self.launcher.last_beat_monotonic = time.monotonic()
+        self.last_beat_monotonic = time.monotonic()
         for signal_name in self.drain_signals():
-            self.launcher.handle_remote_signal(signal_name)
+            self.on_signal(signal_name)
 
     def flush_stats(self) -> None:
-        processed, failed = self.launcher.take_counts()
+        processed, failed = self.take_counts()
         if not processed and not failed:
             return
         day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
@@ -119,8 +102,7 @@ class Heartbeat(PeriodicComponent):
             logger.warning("djwork: stats window lost (processed=%d failed=%d): %s", processed, failed, error)
 
     def write_presence(self) -> None:
-        launcher = self.launcher
-        work = dict(launcher.work_state)
+        work = self.work.snapshot()
         work_fields = {
             tid: orjson.dumps({"queue": queue, "payload": raw, "run_at": run_at}).decode()
             for tid, (queue, raw, run_at) in work.items()
@@ -130,10 +112,10 @@ class Heartbeat(PeriodicComponent):
             "info": self.info_json(),
             "busy": str(len(work_fields)),
             "beat": repr(time.time()),
-            "quiet": "true" if launcher.quieted else "false",
+            "quiet": "true" if self.run_state.quieted else "false",
             "rss": str(rss_kb()),
             "rtt_us": str(self.rtt_us),
-            "concurrency": str(launcher.total_concurrency),
+            "concurrency": str(self.process.concurrency),
         }
 
         def write(conn: Any) -> None:
@@ -147,18 +129,12 @@ class Heartbeat(PeriodicComponent):
             pipe.hset(keys.process(identity), mapping=process_fields)
             pipe.expire(keys.process(identity), keys.PROCESS_TTL)
             scripts.queue_evaluate(pipe, "beat", [keys.BEATS], [identity])
-            if launcher.in_progress_keys:
-                pipe.sadd(keys.IN_PROGRESS_REGISTRY, *launcher.in_progress_keys)
-            pipe.execute()
+            if self.in_progress_keys:
+                pipe.sadd(keys.IN_PROGRESS_REGISTRY, *self.in_progress_keys)
+            scripts.execute(pipe)
 
         started = time.perf_counter()
-        try:
-            redis_layer.run(write, idempotent=True, purpose="heartbeat")
-        except NoScriptError:
-            # A restarted or flushed server lost the script cache; EVALSHA inside
-            # MULTI can't fall back to EVAL, so reload and write again.
-            redis_layer.run(scripts.load_all, idempotent=True, purpose="heartbeat")
-            redis_layer.run(write, idempotent=True, purpose="heartbeat")
+        redis_layer.run(write, idempotent=True, purpose="heartbeat")
         self.rtt_us = int((time.perf_counter() - started) * 1_000_000)
 
     def drain_signals(self) -> list[str]:
@@ -186,7 +162,7 @@ class Heartbeat(PeriodicComponent):
         # A beat that ran after the shutdown requeue re-registered our emptied
         # lists. Only empty ones go: a failed requeue left jobs that orphan
         # recovery must still find through the registry.
-        for list_key in self.launcher.in_progress_keys:
+        for list_key in self.in_progress_keys:
             redis_layer.run(lambda conn, list_key=list_key: scripts.evaluate(
                 conn, "unregister_if_empty", [list_key, keys.IN_PROGRESS_REGISTRY]),
                 idempotent=True, purpose="heartbeat")

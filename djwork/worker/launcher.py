@@ -3,7 +3,12 @@
 Boot order: Lua scripts loaded, then the first heartbeat (a process must be
 visibly alive before it holds work, or orphan recovery would take its jobs),
 then history, heartbeat loop, managers, scheduled poller, reaper. A failure
-half way rolls back what was started (seed 000, wurk launcher.rb).
+half way rolls back what was started: the caller is about to drop its only
+reference, and started threads and a presence in Redis would outlive it.
+
+The Launcher builds every component and hands each the config plus the few
+collaborators it uses (identity, work and run state, counters, a shutdown
+callback); no component reaches back into the Launcher.
 
 Teardown: quiet, drain every manager in parallel up to the deadline and
 requeue what is left, then stop the periodic components and clear the
@@ -16,7 +21,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -24,32 +28,23 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from djwork import __version__, scripts
 from djwork import redis as redis_layer
+from djwork import scripts
 from djwork.conf import Config
-from djwork.history import HistoryRecorder
-from djwork.worker import health as health_probes
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
+from djwork.worker.execution import Executor
 from djwork.worker.fetch import Fetcher
+from djwork.worker.health import WorkerProbes, health_server
 from djwork.worker.heartbeat import Heartbeat
+from djwork.worker.history import HistoryRecorder
 from djwork.worker.manager import Manager
-from djwork.worker.processor import Executor
+from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
 
 logger = logging.getLogger("djwork.worker")
 
 BOOT_RETRY_INTERVAL = 1.0
-BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
-
-
-def base36(number: int) -> str:
-    digits = []
-    while True:
-        number, remainder = divmod(number, 36)
-        digits.append(BASE36[remainder])
-        if number == 0:
-            return "".join(reversed(digits))
 
 
 def dump_threads() -> str:
@@ -68,69 +63,42 @@ class Launcher:
         self.config = config
         redis_layer.use_config(config)
         self.embedded = embedded
-        self.hostname = os.environ.get("DYNO") or socket.gethostname()
-        self.identity = f"{self.hostname}:{os.getpid()}:{os.urandom(6).hex()}"
-        self.tag = config.tag
-        self.labels = config.labels
-        self.version = __version__
-        self.started_at = time.time()
-        self.capsules = config.capsules
-        self.queue_names = config.queue_names
-        self.total_concurrency = sum(capsule.concurrency for capsule in self.capsules)
+        self.process = ProcessInfo.for_config(config, embedded=embedded)
+        self.identity = self.process.identity
         self.deliver_signal = deliver_signal
-        self.quieted = False
-        self.shutdown_deadline: float | None = None
-        self.last_beat_monotonic: float | None = None
-        self.work_state: dict[str, tuple[str, str, int]] = {}
-        self._counts_lock = threading.Lock()
-        self._processed = 0
-        self._failed = 0
+        self.state = RunState()
+        self.work = WorkState()
         self._lifecycle = threading.Lock()
         self._started = False
         self._stopped = False
         self.boot_sleeper = Sleeper()
         reliable = config.fetch == "reliable"
-        self.fetchers = [Fetcher(self.identity, capsule, reliable) for capsule in self.capsules]
-        self.in_progress_keys = [key for fetcher in self.fetchers for key in fetcher.in_progress_keys] \
-            if reliable else []
+        fetchers = [Fetcher(self.identity, capsule, reliable) for capsule in config.capsules]
+        in_progress_keys = [key for fetcher in fetchers for key in fetcher.in_progress_keys] if reliable else []
         self.history = HistoryRecorder(self.identity, config.history_max_length)
-        self.executor = Executor(self)
+        executor = Executor(config, self.identity, self.history, self.work)
         self.managers = [
-            Manager(self, capsule, fetcher, self.executor, self.request_shutdown)
-            for capsule, fetcher in zip(self.capsules, self.fetchers, strict=True)
+            Manager(capsule, fetcher, executor, self.request_shutdown,
+                    fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout)
+            for capsule, fetcher in zip(config.capsules, fetchers, strict=True)
         ]
-        self.heartbeat = Heartbeat(self)
-        self.poller = ScheduledPoller(self)
-        self.reaper = Reaper(self)
+        self.heartbeat = Heartbeat(config, self.process, self.state, self.work, self.take_counts, in_progress_keys,
+                                   self.handle_remote_signal)
+        self.poller = ScheduledPoller(config)
+        self.reaper = Reaper(config, in_progress_keys)
+        self.probes = WorkerProbes(config, self.heartbeat, self.state)
         # /live and /ready when HEALTH_PORT is set (a swarm child gets none: its parent serves them).
-        self.health = health_probes.for_launcher(self)
+        self.health = health_server(config, self.probes.live, self.probes.ready)
         self.stopped_event = threading.Event()
 
-    # --- counters and per-thread ids ------------------------------------------------
-    def count(self, processed: int = 0, failed: int = 0) -> None:
-        with self._counts_lock:
-            self._processed += processed
-            self._failed += failed
-
     def take_counts(self) -> tuple[int, int]:
-        with self._counts_lock:
-            processed, failed = self._processed, self._failed
-            self._processed = self._failed = 0
+        """Jobs processed and failed since the last call, across every capsule (the heartbeat's stat window)."""
+        processed = failed = 0
         for manager in self.managers:
             more_processed, more_failed = manager.take_counts()
             processed += more_processed
             failed += more_failed
         return processed, failed
-
-    _thread_ids = threading.local()
-
-    @classmethod
-    def thread_id(cls) -> str:
-        """Sidekiq's tid: base36 of the thread id xor the pid (computed once per thread)."""
-        tid = getattr(cls._thread_ids, "tid", None)
-        if tid is None:
-            tid = cls._thread_ids.tid = base36(threading.get_ident() ^ os.getpid())
-        return tid
 
     @property
     def busy(self) -> int:
@@ -171,8 +139,8 @@ class Launcher:
             self._start_components()
 
     def _start_components(self) -> None:
-        logger.info("djwork %s starting: identity=%s concurrency=%d queues=%s", self.version, self.identity,
-                    self.total_concurrency, ",".join(self.queue_names))
+        logger.info("djwork %s starting: identity=%s concurrency=%d queues=%s", self.process.version, self.identity,
+                    self.process.concurrency, ",".join(self.process.queues))
         self.history.start()
         self.heartbeat.start()
         for manager in self.managers:
@@ -194,9 +162,9 @@ class Launcher:
 
     def quiet(self) -> None:
         """Stop fetching new jobs; keep beating (reporting quiet=true) and finish running jobs."""
-        if self.quieted:
+        if self.state.quieted:
             return
-        self.quieted = True
+        self.state.quieted = True
         logger.info("djwork: quiet, no longer accepting new work (%s)", self.identity)
         for manager in self.managers:
             self._guarded("manager-quiet", manager.quiet)
@@ -204,7 +172,7 @@ class Launcher:
 
     def hurry(self) -> None:
         """A second TERM/INT: end the drain now (running jobs are requeued)."""
-        self.shutdown_deadline = time.monotonic()
+        self.state.shutdown_deadline = time.monotonic()
 
     def stop(self, timeout: float | None = None) -> None:
         """Graceful shutdown; idempotent. Waits up to ``timeout`` (default TIMEOUT) for running jobs."""
@@ -218,7 +186,7 @@ class Launcher:
             # under that drain, before it requeued its jobs. Bounded all the same.
             self.stopped_event.wait(timeout + JOIN_TIMEOUT)
             return
-        self.shutdown_deadline = time.monotonic() + timeout
+        self.state.shutdown_deadline = time.monotonic() + timeout
         self.boot_sleeper.stop()
         try:
             self.quiet()
@@ -235,13 +203,14 @@ class Launcher:
             self._release_components()
 
     def _deadline(self) -> float:
-        return self.shutdown_deadline if self.shutdown_deadline is not None else time.monotonic()
+        deadline = self.state.shutdown_deadline
+        return deadline if deadline is not None else time.monotonic()
 
     def _release_components(self) -> None:
         try:
             self._guarded("reaper", self.reaper.stop)
             # Joined before clearing: a beat still in flight would SADD us back into
-            # `processes` right after the SREM below (seed 000, launcher.rb).
+            # `processes` right after the SREM below.
             self._guarded("heartbeat", self.heartbeat.stop)
             self._guarded("stats", self.heartbeat.flush_stats)
             if self.heartbeat.beats:
@@ -251,7 +220,7 @@ class Launcher:
         finally:
             # In a finally of its own, not just a guarded step: even an unwind
             # past the steps above (a second signal's exception) must close the
-            # port, or the kubelet keeps probing a process that is gone (seed 000).
+            # port, or the kubelet keeps probing a process that is gone.
             try:
                 if self.health is not None:
                     self._guarded("health", self.health.stop)

@@ -3,8 +3,9 @@
 Every REAPER_INTERVAL (and once at boot) any process looks at the registry
 of in-progress lists; a list whose owner has not beaten for ORPHAN_THRESHOLD
 seconds (Redis's clock) is requeued atomically by recover_orphans.lua. A job
-recovered more than MAX_ORPHANINGS times kills whatever runs it: it goes to
-`dead` instead, with an error saying so (seeds 003/004). The count can't
+recovered more than MAX_ORPHANINGS times is taken for one that kills
+whatever runs it (a poison pill): it goes to `dead` instead, with an error
+saying so, rather than crash every process that picks it up, forever. The count can't
 single out the culprit — every job running in a crashed process is counted —
 so the limit must stay above the crashes an innocent job might sit through.
 """
@@ -14,15 +15,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any
 
-from djwork import keys, scripts
+from djwork import dead, keys, scripts
 from djwork import redis as redis_layer
+from djwork.conf import Config
 from djwork.payload import PayloadError, dumps, loads
 from djwork.worker.component import PeriodicComponent
-
-if TYPE_CHECKING:
-    from djwork.worker.launcher import Launcher
 
 logger = logging.getLogger("djwork.worker")
 
@@ -32,10 +30,11 @@ POISON_ERROR = "djwork.PoisonPill"
 class Reaper(PeriodicComponent):
     name = "reaper"
 
-    def __init__(self, launcher: Launcher) -> None:
+    def __init__(self, config: Config, own_in_progress_keys: list[str]) -> None:
         super().__init__()
-        self.launcher = launcher
-        self.config = launcher.config
+        self.config = config
+        # This process's own lists are never orphans, however its beat looks.
+        self.own_in_progress_keys = frozenset(own_in_progress_keys)
 
     def interval(self) -> float:
         return self.config.reaper_interval * (0.75 + random.random() / 2)
@@ -49,7 +48,7 @@ class Reaper(PeriodicComponent):
     def recover(self) -> int:
         """Requeue every orphaned in-progress list; returns the number of jobs requeued."""
         members = redis_layer.run(lambda conn: conn.smembers(keys.IN_PROGRESS_REGISTRY), idempotent=True)
-        own = set(self.launcher.in_progress_keys)
+        own = self.own_in_progress_keys
         total = 0
         for member in members:
             list_key = member.decode()
@@ -98,10 +97,6 @@ class Reaper(PeriodicComponent):
         except PayloadError:
             jid, buried = "", raw
         logger.error("djwork: job %s %s", jid, message)
-        redis_layer.run(lambda conn: scripts.evaluate(conn, "move_entry", [list_key, keys.DEAD, keys.ORPHAN_COUNTS], [
-            "list", raw, buried, now, "1", now - self.config.dead_timeout, self.config.dead_max_jobs, jid,
-        ]), idempotent=True)
+        redis_layer.run(dead.move_to_dead(list_key, "list", raw, buried, jid, config=self.config, now=now).evaluate,
+                        idempotent=True)
 
-
-def recover_now(launcher: Any) -> int:
-    return Reaper(launcher).recover()

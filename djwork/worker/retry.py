@@ -1,25 +1,21 @@
-"""What happens to a job that raised: retry later, bury in `dead`, or drop (WIRE.md section 4).
+"""What happens to a job that raised: retry later, bury in `dead`, or drop (docs/wire.md, Scheduled/retry/dead sets).
 
 Sidekiq's fields and backoff by default (``count**4 + 15 + rand(10) * (count + 1)``
 seconds), or the job's own: ``self.retry(countdown=...)``, Celery's
 ``retry_backoff``/``retry_backoff_max``/``retry_jitter``, ``autoretry_for``.
 Everything stored from outside our control (an exception's message) is made
 valid UTF-8 and bounded first: an unencodable message used to make recording
-the failure itself fail, forever (seed 003, cogworker job_util.rb).
+the failure itself fail, forever.
 """
 
 from __future__ import annotations
 
-import base64
 import random
 import time
-import traceback
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from djwork.backtrace import encode_backtrace, exception_lines
 from djwork.jobs import Job, Retry
 
 ERROR_MESSAGE_LIMIT = 10_000
@@ -54,15 +50,6 @@ def safe_message(error: BaseException) -> str:
     return message[:ERROR_MESSAGE_LIMIT]
 
 
-def encode_backtrace(error: BaseException, limit: bool | int) -> str:
-    """Sidekiq 7's error_backtrace: strict base64 of zlib-deflated JSON of the lines (WIRE.md J10)."""
-    lines = [line.rstrip("\n") for line in traceback.format_exception(error)]
-    flat = [part for line in lines for part in line.split("\n") if part]
-    if limit is not True and isinstance(limit, int):
-        flat = flat[:limit]
-    return base64.b64encode(zlib.compress(orjson.dumps(flat))).decode()
-
-
 def max_retries_for(payload: dict[str, Any], default: int) -> int | None:
     """Retries allowed by the payload's ``retry`` field; None means no retries and no dead set."""
     value = payload.get("retry", True)
@@ -73,7 +60,7 @@ def max_retries_for(payload: dict[str, Any], default: int) -> int | None:
     if isinstance(value, int):
         return max(0, value)
     # Anything else (a Hash, a string) reads as no retries: the cautious
-    # reading for a job with side effects (seed 004, cogworker job_util.rb).
+    # reading for a job with side effects.
     return 0
 
 
@@ -107,7 +94,7 @@ def decide(payload: dict[str, Any], error: BaseException, job: Job | None, queue
         job_payload["failed_at"] = now
     job_payload["retry_count"] = count
     if payload.get("backtrace"):
-        job_payload["error_backtrace"] = encode_backtrace(shown, payload["backtrace"])
+        job_payload["error_backtrace"] = encode_backtrace(exception_lines(shown, payload["backtrace"]))
 
     limit = max_retries_for(payload, default_max)
     if requested is not None and requested.max_retries is not None:

@@ -1,11 +1,12 @@
 """Scheduled poller: due jobs move from `retry` and `schedule` onto their queues.
 
 Each pass reads up to BATCH due entries (a pure read), builds each job's
-queue payload in Python (enqueued_at restamped, "at" removed: WIRE.md J8),
-and promotes them with one promote.lua call each, all in one pipeline.
+queue payload in Python (enqueued_at restamped, "at" removed: docs/wire.md,
+Jobs), and promotes them with one promote.lua call each, all in one pipeline.
 promote.lua pushes before it removes and does nothing when the entry is
 already gone, so the pipeline is safe to replay and a connection error
-mid-drain loses nothing (seed 002, wurk scheduled.rb lost the popped job).
+mid-drain loses nothing (a poller that pops the entry before pushing it
+loses the job when the connection drops in between).
 
 The interval is Sidekiq's: an average of AVERAGE_SCHEDULED_POLL_INTERVAL
 (5 s) times the number of live processes, randomized, so a fleet polls the
@@ -18,29 +19,25 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from djwork import keys, scripts
+from djwork import dead, keys, scripts
 from djwork import redis as redis_layer
+from djwork.conf import Config
 from djwork.payload import PayloadError, dumps, loads
 from djwork.worker.component import PeriodicComponent
-
-if TYPE_CHECKING:
-    from djwork.worker.launcher import Launcher
 
 logger = logging.getLogger("djwork.worker")
 
 BATCH = 100
-INVALID_CLASS = "djwork.InvalidPayload"
 
 
 class ScheduledPoller(PeriodicComponent):
     name = "scheduled"
 
-    def __init__(self, launcher: Launcher) -> None:
+    def __init__(self, config: Config) -> None:
         super().__init__()
-        self.launcher = launcher
-        self.config = launcher.config
+        self.config = config
         self.process_count = 1
         self.next_due: float | None = None
 
@@ -123,18 +120,14 @@ class ScheduledPoller(PeriodicComponent):
             pipe = conn.pipeline(transaction=False)
             for name, script_keys, args in calls:
                 scripts.queue_evaluate(pipe, name, script_keys, args)
-            return pipe.execute(raise_on_error=False)
+            return scripts.execute(pipe, raise_on_error=False)
 
         replies = redis_layer.run(run, idempotent=True)
         promoted = moved = 0
-        for (name, script_keys, args), reply in zip(calls, replies, strict=True):
+        for (name, _script_keys, _args), reply in zip(calls, replies, strict=True):
             if isinstance(reply, Exception):
-                if "NOSCRIPT" in str(reply):
-                    reply = redis_layer.run(lambda conn, n=name, k=script_keys, a=args: scripts.evaluate(
-                        conn, n, k, a), idempotent=True)
-                else:
-                    logger.error("djwork: could not promote a job from %s: %s", set_key, reply)
-                    continue
+                logger.error("djwork: could not promote a job from %s: %s", set_key, reply)
+                continue
             if reply == 1:
                 moved += 1
                 promoted += name == "promote"
@@ -142,14 +135,6 @@ class ScheduledPoller(PeriodicComponent):
 
     def _bury_call(self, set_key: str, member: bytes, raw: str, reason: str,
                    now: float) -> tuple[str, list[str], list[Any]]:
-        from djwork.payload import new_jid
-
-        wrapper = dumps({
-            "class": INVALID_CLASS, "args": [raw], "queue": "default", "jid": new_jid(), "retry": False,
-            "created_at": now, "enqueued_at": now, "failed_at": now, "retry_count": 0,
-            "error_class": INVALID_CLASS, "error_message": f"unreadable entry in {set_key}: {reason}",
-            "raw_payload": raw,
-        })
+        wrapper = dead.invalid_payload(raw, "default", f"unreadable entry in {set_key}: {reason}", now)
         logger.error("djwork: unreadable entry in %s moved to dead: %s", set_key, reason)
-        return ("move_entry", [set_key, keys.DEAD, keys.ORPHAN_COUNTS], [
-            "zset", member, wrapper, now, "1", now - self.config.dead_timeout, self.config.dead_max_jobs, ""])
+        return dead.move_to_dead(set_key, "zset", member, wrapper, config=self.config, now=now)

@@ -22,14 +22,8 @@ Failure modes designed against:
   pools (``djwork.redis.reset()``) and Django's DB/cache connections before
   every fork, and the at-fork hook in djwork.redis forgets whatever is left
   in the child without closing it (closing would hang up the parent's socket).
-* A child whose parent is gone (``kill -9`` of the parent) stops by itself:
-  PR_SET_PDEATHSIG delivers TERM on Linux, and a getppid() watch thread
-  covers other kernels and the fork/prctl race; past TIMEOUT + grace the
-  watcher ends the process itself, since no parent is left to SIGKILL it.
-* Each child gets its own process group, so a terminal's Ctrl-C (sent to the
-  whole foreground group) reaches the parent only: were it also delivered
-  straight to the children, the parent's forwarded TERM would be their
-  *second* one, which means "stop now" and skips the drain.
+* A child whose parent is gone stops by itself, and a terminal's Ctrl-C
+  reaches the parent only (swarm_child.py says how).
 * Signals are blocked across fork: a TERM sent to a child before it has its
   own handlers would otherwise run the parent's inherited handler and be lost.
 * A failure half way through boot (fork refused at the process limit, port
@@ -38,15 +32,10 @@ Failure modes designed against:
 
 from __future__ import annotations
 
-import ctypes
-import dataclasses
 import logging
-import mmap
 import os
 import queue
 import signal
-import struct
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -55,70 +44,25 @@ from typing import Any
 from djwork import __version__
 from djwork import redis as redis_layer
 from djwork.conf import Config
-from djwork.worker import runner
-from djwork.worker.component import JOIN_TIMEOUT, PeriodicComponent, Sleeper, safe_thread
-from djwork.worker.health import DEFAULT_HOST, HealthServer, launcher_ready
-from djwork.worker.heartbeat import rss_kb
-from djwork.worker.launcher import Launcher, deliver_to_self, dump_threads
+from djwork.worker.health import HealthServer, health_server
+from djwork.worker.launcher import dump_threads
+from djwork.worker.memory import rss_kb
+from djwork.worker.swarm_child import REPORT_INTERVAL, SHUTDOWN_GRACE, Board, child_main, set_title
 
 logger = logging.getLogger("djwork.worker")
 
 SUPERVISE_TICK = 0.5
-SHUTDOWN_GRACE = 10.0  # past TIMEOUT: a child's own teardown steps (joins, clears) run after the drain
 KILL_REAP_WAIT = 3.0
 STABLE_UPTIME = 30.0  # a child that lived this long and died is a new incident, not part of a crash loop
 RESPAWN_BACKOFF_BASE = 1.0
 RESPAWN_BACKOFF_CAP = 30.0
 MEMORY_CHECK_INTERVAL = 5.0
-REPORT_INTERVAL = 1.0
 READY_STALE = 3 * REPORT_INTERVAL
 LIVE_STALL = 10.0
-ORPHAN_CHECK_INTERVAL = 1.0
-PR_SET_PDEATHSIG = 1
 
 FORWARDED = ("TSTP", "TTIN")
 PARENT_SIGNALS = ("TERM", "INT", "TSTP", "TTIN", "CHLD")
 BLOCKED_ACROSS_FORK = [getattr(signal, f"SIG{name}") for name in PARENT_SIGNALS]
-
-try:
-    from setproctitle import setproctitle as _setproctitle
-except ImportError:  # pragma: no cover - a declared dependency; titles are cosmetic
-    _setproctitle = None
-
-
-def set_title(title: str) -> None:
-    if _setproctitle is not None:
-        try:
-            _setproctitle(title)
-        except Exception:  # pragma: no cover - cosmetic, never fatal
-            pass
-
-
-class Board:
-    """One record per slot in shared anonymous memory: children write, the parent reads.
-
-    (pid, ready_at, busy): ``ready_at`` is CLOCK_MONOTONIC, which is
-    system-wide on Linux, so the parent can age a child's report. Shared
-    memory rather than Redis or a pipe: the parent stays free of Redis
-    connections it would carry into the next fork, and a child that hangs
-    can't block the parent on a full pipe.
-    """
-
-    RECORD = struct.Struct("=qdq")
-
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
-        self._map = mmap.mmap(-1, self.RECORD.size * max(1, slots))  # anonymous mappings are MAP_SHARED
-
-    def write(self, slot: int, pid: int, ready_at: float, busy: int) -> None:
-        self.RECORD.pack_into(self._map, slot * self.RECORD.size, pid, ready_at, busy)
-
-    def read(self, slot: int) -> tuple[int, float, int]:
-        return self.RECORD.unpack_from(self._map, slot * self.RECORD.size)
-
-    def clear(self, slot: int) -> None:
-        self.write(slot, 0, 0.0, 0)
-
 
 @dataclass
 class Child:
@@ -147,10 +91,7 @@ class Swarm:
         self._tick_at = time.monotonic()
         self._memory_checked_at = 0.0
         self._drained = False
-        self.health: HealthServer | None = None
-        if config.health_port:
-            host = str(config.raw.get("HEALTH_HOST") or DEFAULT_HOST)
-            self.health = HealthServer(int(config.health_port), self.live, self.ready, host=host)
+        self.health: HealthServer | None = health_server(config, self.live, self.ready)
 
     # --- the parent's main loop --------------------------------------------------------
     def run(self) -> int:
@@ -247,7 +188,7 @@ class Swarm:
             self._schedule_respawn(slot, crashed=True)
             return
         if pid == 0:
-            self._child_main(slot)  # never returns
+            child_main(self.config, slot, self.pid, self.board, self.health)  # never returns
         signal.pthread_sigmask(signal.SIG_UNBLOCK, BLOCKED_ACROSS_FORK)
         with self._lock:
             self.children[pid] = Child(slot, pid, time.monotonic())
@@ -433,124 +374,6 @@ class Swarm:
         tag = f" {self.config.tag}" if self.config.tag else ""
         set_title(f"djwork {__version__} swarm{tag} [{len(self.children)} of {self.processes} children, "
                   f"{busy} busy]{state}")
-
-    # --- inside a child --------------------------------------------------------------------
-    def _child_main(self, slot: int) -> None:
-        """The forked child's whole life; always ends in os._exit, never back in the parent's stack."""
-        code = 1
-        try:
-            parent = self.pid
-            try:
-                os.setpgid(0, 0)
-            except OSError as error:
-                logger.warning("djwork swarm: child could not take its own process group: %s", error)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGCHLD])
-            if self.health is not None:
-                self.health.close_inherited()
-            config = dataclasses.replace(self.config, health_port=None)
-            launcher = Launcher(config, deliver_signal=deliver_to_self)
-            reporter = ChildReporter(launcher, self.board, slot)
-            guard = OrphanGuard(parent, launcher, config.timeout)
-            guard.start()
-            reporter.start()
-            try:
-                code = runner.run(config, launcher)
-            finally:
-                reporter.stop()
-                guard.stop()
-        except BaseException:
-            logger.exception("djwork swarm: child in slot %d failed", slot)
-            code = 1
-        finally:
-            runner.exit_process(code)
-
-
-class ChildReporter(PeriodicComponent):
-    """In a child: posts readiness and busy count to the board, and shows them in the process title."""
-
-    name = "swarm-report"
-
-    def __init__(self, launcher: Launcher, board: Board, slot: int) -> None:
-        super().__init__()
-        self.launcher = launcher
-        self.board = board
-        self.slot = slot
-        self.pid = os.getpid()
-
-    def interval(self) -> float:
-        return REPORT_INTERVAL
-
-    def first_delay(self) -> float:
-        return 0.0
-
-    def tick(self) -> None:
-        launcher = self.launcher
-        ready, _reason = launcher_ready(launcher)
-        busy = launcher.busy
-        self.board.write(self.slot, self.pid, time.monotonic() if ready else 0.0, busy)
-        state = " stopping" if launcher.shutdown_deadline is not None else " quiet" if launcher.quieted else ""
-        tag = f" {launcher.tag}" if launcher.tag else ""
-        set_title(f"djwork {launcher.version}{tag} [{busy} of {launcher.total_concurrency} busy]{state} "
-                  f"{launcher.identity}")
-
-
-class OrphanGuard:
-    """In a child: stop when the parent is gone, since nobody else will supervise or SIGKILL us."""
-
-    def __init__(self, parent_pid: int, launcher: Launcher, timeout: float) -> None:
-        self.parent_pid = parent_pid
-        self.launcher = launcher
-        self.timeout = timeout
-        self._sleeper = Sleeper()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        if self._thread is not None:
-            return
-        arm_parent_death_signal(signal.SIGTERM)
-        self._thread = safe_thread("orphan-guard", self._watch)
-
-    def _watch(self) -> None:
-        # Checked once before the first wait: the parent may have died between
-        # our fork and the prctl, which then never fires.
-        while os.getppid() == self.parent_pid:
-            if self._sleeper.wait(ORPHAN_CHECK_INTERVAL):
-                return
-        logger.warning("djwork swarm: parent %d is gone; stopping this child", self.parent_pid)
-        # Give the kernel's PDEATHSIG TERM a moment to start the drain: a TERM of
-        # ours on top of it would be a second one, which skips the drain.
-        if self._sleeper.wait(1.0):
-            return
-        if self.launcher.shutdown_deadline is None:
-            os.kill(os.getpid(), signal.SIGTERM)
-        if self._sleeper.wait(self.timeout + SHUTDOWN_GRACE):
-            return
-        logger.error("djwork swarm: orphaned child did not stop within %.0fs; exiting",
-                     self.timeout + SHUTDOWN_GRACE)
-        runner.exit_process(1)
-
-    def stop(self) -> None:
-        self._sleeper.stop()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(JOIN_TIMEOUT)
-
-
-def arm_parent_death_signal(number: int) -> bool:
-    """Linux: have the kernel send ``number`` to us when the parent (thread that forked us) dies."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, int(number), 0, 0, 0) != 0:
-            logger.warning("djwork swarm: prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-            return False
-    except (OSError, AttributeError) as error:
-        logger.warning("djwork swarm: prctl unavailable (%s); relying on the getppid() watch", error)
-        return False
-    return True
-
 
 def run(config: Config, processes: int, *, max_memory_mb: int | None = None) -> int:
     return Swarm(config, processes, max_memory_mb=max_memory_mb).run()

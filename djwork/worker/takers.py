@@ -1,28 +1,37 @@
-"""Queue takers: how an idle Manager waits for jobs, mixed into Manager (manager.py).
+"""Queue takers: how an idle capsule waits for jobs without polling.
 
 When every queue is empty, taker threads block on them with BLMOVE straight
 into this process's in-progress list, each on a connection of its own
-(``QueueTaker``, fetch.py), and hand the job they take to a processor. A
-taker holds a free slot while it blocks (``reserved_by_queue``), so takers and the
+(``QueueTaker``), and hand the job they take to a processor. A taker holds a
+free slot while it blocks (``Slots.reserved_by_queue``), so takers and the
 dispatcher together never take more jobs than there are free slots; the one
 exception, a queue's first taker watching even when other queues' takers
 hold every free slot, gives back what it cannot run. Quiet, stop and
-reconcile stop new takes and interrupt blocked ones with CLIENT UNBLOCK.
-The state lives on the Manager, under its condition.
+reconcile stop new takes and interrupt blocked ones with CLIENT UNBLOCK
+(``Takers.recall``).
+
+A blocking *peek* would not do: on a queue shared with Ruby Sidekiq, whose
+idle threads wait in BRPOP, every arriving job would go to Ruby before
+djwork's fetch could take it. Moving the job in the same command that
+waits competes on equal terms.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import Any
 
+from djwork import keys, scripts
 from djwork import redis as redis_layer
-from djwork.worker.fetch import QueueTaker, UnitOfWork
-
-if TYPE_CHECKING:
-    from djwork.worker.manager import Manager
+from djwork.worker.acks import AckBuffer
+from djwork.worker.component import JOIN_TIMEOUT, safe_thread
+from djwork.worker.fetch import Fetcher, UnitOfWork
+from djwork.worker.handoff import HandOff
+from djwork.worker.slots import Slots
 
 logger = logging.getLogger("djwork.worker")
 
@@ -31,19 +40,203 @@ PAUSED_RECHECK = 2.0
 RECALL_RETRY = 0.02
 
 
-class TakersMixin:
-    def _taker_bound(self: Manager) -> float:
-        """How long a taker can stay in Redis: its block plus the socket timeout that outlasts it."""
-        config = self.launcher.config
-        return config.fetch_timeout + config.socket_timeout
+class QueueTaker:
+    """A dedicated connection that blocks on one queue and takes the job that lands on it.
 
-    def _take_loop(self: Manager, queue_index: int, first: bool) -> None:
+    Reliable fetch moves the job into the in-progress list (BLMOVE), so a lost
+    reply or a crash leaves it where reconciling or orphan recovery finds it;
+    basic fetch pops it (BRPOP), as Sidekiq OSS does. The connection is its
+    own so that another thread can cut the wait short with CLIENT UNBLOCK.
+    """
+
+    def __init__(self, fetcher: Fetcher, queue_index: int) -> None:
+        self.fetcher = fetcher
+        self.queue_index = queue_index
+        self.queue = fetcher.queue_names[queue_index - 1]
+        self.queue_key = fetcher.queue_keys[queue_index - 1]
+        self.in_progress_key = fetcher.in_progress_keys[queue_index - 1]
+        self.connection: Any = None
+        self.client_id: int | None = None
+        self._lock = threading.Lock()
+
+    def connect(self) -> int:
+        """Open the connection if needed and learn its id (for CLIENT UNBLOCK)."""
+        with self._lock:
+            if self.connection is None:
+                self.connection = redis_layer.dedicated_connection("fetch")
+            if self.client_id is None:
+                try:
+                    self.connection.send_command("CLIENT", "ID")
+                    self.client_id = int(self.connection.read_response())
+                except BaseException:
+                    self._drop()
+                    raise
+            return self.client_id
+
+    def take(self, timeout: float) -> tuple[str | None, bool]:
+        """Block up to ``timeout`` seconds for a job; returns (raw payload or None, queue paused?).
+
+        The paused check rides in the same round trip and runs after the take,
+        so it sees a pause that began while we were blocked.
+        """
+        connection = self.connection
+        if self.fetcher.reliable:
+            take = ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
+        else:
+            take = ("BRPOP", self.queue_key, timeout)
+        try:
+            taken, paused = redis_layer.exchange(connection, [take, ("SISMEMBER", keys.PAUSED, self.queue)])
+        except BaseException:
+            with self._lock:
+                self._drop()
+            raise
+        for reply in (taken, paused):
+            if isinstance(reply, Exception):
+                raise reply  # e.g. WRONGTYPE: queue:<name> is not a list
+        if taken is not None and not self.fetcher.reliable:
+            taken = taken[1]
+        if isinstance(taken, bytes):
+            taken = taken.decode()
+        return taken, bool(paused)
+
+    def is_paused(self) -> bool:
+        return bool(redis_layer.run(lambda conn: conn.sismember(keys.PAUSED, self.queue), idempotent=True))
+
+    def give_back(self, raw: str) -> None:
+        """Return a job taken but not run to the pop end of its queue, where it was taken from."""
+        if self.fetcher.reliable:
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [self.in_progress_key, self.queue_key],
+                                                          [raw]), idempotent=True, purpose="fetch")
+        else:
+            # Basic fetch already popped it: a lost reply here loses it, as basic fetch accepts.
+            redis_layer.run(lambda conn: conn.rpush(self.queue_key, raw), purpose="fetch")
+
+    def unit(self, raw: str) -> UnitOfWork:
+        return UnitOfWork(queue=self.queue, queue_index=self.queue_index, raw=raw,
+                          in_progress_key=self.in_progress_key if self.fetcher.reliable else None)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        # After any error the reply stream is unknown: start over on a new socket, with a new id.
+        if self.connection is not None:
+            try:
+                self.connection.disconnect()
+            except Exception:  # pragma: no cover - teardown must not raise
+                pass
+        self.client_id = None
+
+
+class Takers:
+    """One capsule's taker threads: ceil(concurrency / queues) per queue, blocking while the dispatcher idles.
+
+    Owns the threads, which takers are blocked (by connection id, for CLIENT
+    UNBLOCK), the recall count, and two events: ``want_jobs`` (the dispatcher
+    found the queues empty: watch them) and ``_quiet`` (pauses end at once).
+    ``on_arrival`` wakes the dispatcher when a job lands or an error may hide one.
+    """
+
+    def __init__(self, fetcher: Fetcher, slots: Slots, acks: AckBuffer, work: HandOff[UnitOfWork],
+                 on_arrival: Callable[[], None], fetch_timeout: float, socket_timeout: float) -> None:
+        self.fetcher = fetcher
+        self.slots = slots
+        self.condition = slots.condition
+        self.acks = acks
+        self.work = work
+        self.on_arrival = on_arrival
+        self.fetch_timeout = fetch_timeout
+        # How long a taker can stay in Redis: its block plus the socket timeout that outlasts it.
+        self.bound = fetch_timeout + socket_timeout
+        self.want_jobs = threading.Event()
+        self._quiet = threading.Event()
+        self.recalling = 0  # >0: takers must not block (reconcile or shutdown needs them out of Redis)
+        self.blocked: dict[int, int] = {}  # taker thread ident -> its connection's client id, while blocked
+        self.threads: list[threading.Thread] = []
+
+    def start(self, concurrency: int) -> None:
+        queue_names = self.fetcher.queue_names
+        per_queue = max(1, -(-concurrency // len(queue_names)))
+        for index in range(1, len(queue_names) + 1):
+            for number in range(per_queue):
+                self.threads.append(safe_thread(
+                    f"taker-{queue_names[index - 1]}-{number}",
+                    lambda index=index, first=number == 0: self._take_loop(index, first)))
+
+    def watch(self) -> None:
+        """The queues ran dry: block on them."""
+        self.want_jobs.set()
+
+    def stand_down(self) -> None:
+        """Jobs are coming in: let the dispatcher fetch them in batches, not the takers one by one."""
+        self.want_jobs.clear()
+
+    def quiet(self, name: str, first: bool) -> None:
+        """No new takes; on the first call, recall the blocked takers. The slots' quiet flag is already set."""
+        self._quiet.set()
+        self.want_jobs.set()
+        if first and self.threads:
+            # On a thread of its own: the caller may be a signal handler's or the
+            # heartbeat's, and a Redis outage must not hold either up.
+            safe_thread(f"recall-{name}", lambda: self.recall(time.monotonic() + self.bound))
+
+    def join(self) -> None:
+        """Wait for every taker to end (after quiet); warn about one that won't."""
+        deadline = time.monotonic() + self.bound + JOIN_TIMEOUT
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(thread.is_alive() for thread in self.threads):
+            logger.warning("djwork: a queue taker did not stop in time; a job it takes late stays on the "
+                           "in-progress list, where orphan recovery returns it")
+
+    @contextlib.contextmanager
+    def held_back(self) -> Iterator[bool]:
+        """No take starts inside the block; yields whether every blocked taker was recalled in time.
+
+        For a reconcile: a take in flight would look exactly like a job the
+        lost round trip moved.
+        """
+        with self.condition:
+            self.recalling += 1
+        try:
+            yield self.recall(time.monotonic() + self.bound)
+        finally:
+            with self.condition:
+                self.recalling -= 1
+                self.condition.notify_all()
+
+    def recall(self, deadline: float) -> bool:
+        """Interrupt blocked takers until none holds a slot (callers stop new ones first); False at ``deadline``.
+
+        CLIENT UNBLOCK ends a block as a timeout would. One sent before the
+        taker's BLMOVE reached Redis does nothing, hence the loop.
+        """
+        while True:
+            with self.condition:
+                if self.slots.reserved <= 0:
+                    return True
+                if time.monotonic() >= deadline:
+                    return False
+                client_ids = list(self.blocked.values())
+            for client_id in client_ids:
+                try:
+                    redis_layer.run(lambda conn, client_id=client_id: conn.client_unblock(client_id),
+                                    idempotent=True, purpose="admin")
+                except Exception as error:
+                    logger.debug("djwork: CLIENT UNBLOCK %s failed: %s", client_id, error)
+            with self.condition:
+                if self.slots.reserved > 0:
+                    self.condition.wait(min(RECALL_RETRY, max(0.0, deadline - time.monotonic())))
+
+    # --- one taker thread ------------------------------------------------------------------
+    def _take_loop(self, queue_index: int, first: bool) -> None:
         taker = QueueTaker(self.fetcher, queue_index)
         paused: bool | None = None  # unknown until asked
         try:
-            while not self.quieted:
+            while not self.slots.quieted:
                 self.want_jobs.wait()
-                if self.quieted:
+                if self.slots.quieted:
                     return
                 try:
                     if paused is not False:
@@ -59,20 +252,20 @@ class TakersMixin:
         finally:
             taker.close()
 
-    def _check_paused(self: Manager, taker: QueueTaker, recheck: bool) -> bool:
+    def _check_paused(self, taker: QueueTaker, recheck: bool) -> bool:
         # A taker blocked on a paused queue would take and give back every job
         # on it, forever: a paused queue is re-checked on a slow clock instead.
         if recheck:
             self._pause_quietly(PAUSED_RECHECK)
         return taker.is_paused()
 
-    def _pause_quietly(self: Manager, seconds: float) -> None:
+    def _pause_quietly(self, seconds: float) -> None:
         # An event only quiet sets, not the busy condition: woken by every other
         # taker's notify, a pause after an error would turn into a retry loop
         # while Redis is down.
-        self.quiet_event.wait(seconds)
+        self._quiet.wait(seconds)
 
-    def _reserve(self: Manager, queue_index: int, first: bool) -> bool:
+    def _reserve(self, queue_index: int, first: bool) -> bool:
         """Hold a free slot for a take; False (after a bounded wait) when there is none to hold.
 
         A queue's first taker holds one whenever any slot is free and no other
@@ -81,61 +274,57 @@ class TakersMixin:
         waiting for the dispatcher's next fetch. What it takes with no slot
         left, it gives back.
         """
+        slots = self.slots
         with self.condition:
-            if self.quieted or not self.want_jobs.is_set():
+            if slots.quieted or not self.want_jobs.is_set():
                 return False
-            if not self.recalling and (self.free - self.reserved > 0 or (
-                    first and self.free > 0 and not self.reserved_by_queue[queue_index])):
-                self.reserved_by_queue[queue_index] += 1
+            if not self.recalling and (slots.unclaimed > 0 or (
+                    first and slots.free > 0 and not slots.reserved_by_queue[queue_index])):
+                slots.reserve(queue_index)
                 return True
             # No slot to hold: wait for a job to finish (bounded, to re-check
             # want_jobs), rather than spin.
-            self.condition.wait(self.launcher.config.fetch_timeout)
+            self.condition.wait(self.fetch_timeout)
             return False
 
-    def _unreserve(self: Manager, queue_index: int) -> None:
-        """Under the condition: a taker lets go of its slot."""
-        self.reserved_by_queue[queue_index] -= 1
-        self.condition.notify_all()
-
-    def _take_one(self: Manager, taker: QueueTaker) -> bool:
+    def _take_one(self, taker: QueueTaker) -> bool:
         """Block for one job on the taker's queue and run it, or give it back; returns whether the queue is paused."""
         me = threading.get_ident()
+        slots = self.slots
         taken: str | None = None
         paused = False
         error: BaseException | None = None
         with self.condition:
             self.blocked[me] = taker.client_id
         try:
-            taken, paused = taker.take(self.launcher.config.fetch_timeout)
+            taken, paused = taker.take(self.fetch_timeout)
         except Exception as caught:
             error = caught
         unit: UnitOfWork | None = None
         with self.condition:
             self.blocked.pop(me, None)
-            if taken is not None and not paused and not self.quieted and self.free > 0:
-                self.free -= 1
-                self.running[taken] += 1
+            if taken is not None and not paused and not slots.quieted and slots.free > 0:
                 unit = taker.unit(taken)
+                slots.start_running((unit,), held=0)
             if taken is None or unit is not None:
-                self._unreserve(taker.queue_index)
+                slots.unreserve(taker.queue_index)
             if error is not None and self.fetcher.reliable:
                 # The lost reply may hide a job already on our in-progress list.
-                self.needs_reconcile = True
+                self.acks.reply_lost()
         if unit is not None:
             self.work.put(unit)
             # More may have landed with it: let the dispatcher fetch in batches.
-            self.want_jobs.clear()
-            self.job_arrived.set()
+            self.stand_down()
+            self.on_arrival()
         elif taken is not None:
             self._give_back(taker, taken)
         if error is not None:
             logger.warning("djwork: waiting on queue %s failed: %s", taker.queue, error)
-            self.job_arrived.set()
+            self.on_arrival()
             self._pause_quietly(FETCH_ERROR_PAUSE)
         return paused
 
-    def _give_back(self: Manager, taker: QueueTaker, raw: str) -> None:
+    def _give_back(self, taker: QueueTaker, raw: str) -> None:
         # The slot stays held until the job is back on its queue: a reconcile
         # meanwhile would see it on our in-progress list and run it.
         try:
@@ -145,32 +334,8 @@ class TakersMixin:
             with self.condition:
                 # Still on our in-progress list: reconciling adopts and runs it;
                 # while stopping, the shutdown requeue returns it.
-                self.needs_reconcile = True
+                self.acks.reply_lost()
         finally:
             with self.condition:
-                self._unreserve(taker.queue_index)
-            self.job_arrived.set()
-
-    def _recall_takers(self: Manager, deadline: float) -> bool:
-        """Interrupt blocked takers until none holds a slot (callers stop new ones first); False at ``deadline``.
-
-        CLIENT UNBLOCK ends a block as a timeout would. One sent before the
-        taker's BLMOVE reached Redis does nothing, hence the loop.
-        """
-        while True:
-            with self.condition:
-                if self.reserved <= 0:
-                    return True
-                if time.monotonic() >= deadline:
-                    return False
-                client_ids = list(self.blocked.values())
-            for client_id in client_ids:
-                try:
-                    redis_layer.run(lambda conn, client_id=client_id: conn.client_unblock(client_id),
-                                    idempotent=True, purpose="admin")
-                except Exception as error:
-                    logger.debug("djwork: CLIENT UNBLOCK %s failed: %s", client_id, error)
-            with self.condition:
-                if self.reserved > 0:
-                    self.condition.wait(min(RECALL_RETRY, max(0.0, deadline - time.monotonic())))
-
+                self.slots.unreserve(taker.queue_index)
+            self.on_arrival()

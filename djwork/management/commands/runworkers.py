@@ -57,8 +57,8 @@ class Command(BaseCommand):
         parser.add_argument("-c", "--concurrency", type=positive_int, help="processor threads (default CONCURRENCY)")
         parser.add_argument("-q", "--queues", "--queue", dest="queues", action="append", type=queue_option,
                             metavar="NAME[,WEIGHT]",
-                            help="queue to work, repeatable; weights give a weighted random order, "
-                                 "no weights a strict order")
+                            help="queue to work, repeatable; weights share the fetches by weight "
+                                 "(weighted round-robin), no weights a strict order")
         parser.add_argument("--timeout", type=non_negative_float, help="seconds to drain on shutdown (TIMEOUT)")
         parser.add_argument("--tag", help="a label shown next to this process in the dashboard")
         parser.add_argument("--processes", type=positive_int, default=1,

@@ -3,10 +3,10 @@
 STREAM ``djwork:history`` (keys.HISTORY), ``XADD ... MAXLEN ~ HISTORY_MAX_LENGTH``.
 Fields (all strings): jid, class, queue, status (ok | retry | dead | failed |
 expired), started (epoch seconds), duration_ms, error_class, error_message,
-identity. Entries are buffered by the worker and written in one pipeline
-every FLUSH_INTERVAL, off the processor threads; like the stat counters a
+identity. Entries are buffered by the worker and written in one
+history_append.lua call every FLUSH_INTERVAL, off the processor threads; like the stat counters a
 lost flush is accepted rather than replayed (a replay would duplicate
-entries). docs/history.md documents the stream for readers.
+entries). docs/history.md documents the stream; djwork.api.History reads it.
 """
 
 from __future__ import annotations
@@ -78,14 +78,3 @@ class HistoryRecorder(PeriodicComponent):
         super().stop(timeout)
         self.flush()
 
-
-def read_recent(count: int = 100) -> list[dict[str, Any]]:
-    """Newest first: what the dashboard's History page reads."""
-    rows = redis_layer.run(lambda conn: conn.xrevrange(keys.HISTORY, count=count), idempotent=True,
-                           purpose="admin")
-    out = []
-    for entry_id, fields in rows:
-        row = {key.decode(): value.decode() for key, value in fields.items()}
-        row["id"] = entry_id.decode()
-        out.append(row)
-    return out

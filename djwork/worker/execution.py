@@ -1,9 +1,12 @@
-"""Running one fetched job: parse, resolve, middleware, execute, then settle it in Redis.
+"""Executing one fetched job: parse, resolve, middleware, execute, then settle it in Redis.
+
+The ``Executor`` is shared by every processor thread (the threads
+themselves, and their lifecycle, are the Manager's).
 
 Bad data never wedges a worker: a payload that isn't a JSON job, or names a
-class nobody registered, goes to `dead` with its raw text and a clear error
-(DESIGN.md "Bad data never wedges the system"); nothing here lets an
-exception escape to the processor thread.
+class nobody registered, goes to `dead` with its raw text and a clear error,
+so one bad push can't stop a queue; nothing here lets an exception escape
+to the processor thread.
 """
 
 from __future__ import annotations
@@ -17,23 +20,23 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
 
-from djwork import keys, scripts
+from djwork import dead, keys
 from djwork import redis as redis_layer
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.middleware import build_server_chain, resolve_all
-from djwork.payload import PayloadError, dumps, loads, new_jid
+from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
 from djwork.worker import task_results
 from djwork.worker.retry import Decision, decide, error_class_name, safe_message
 
 if TYPE_CHECKING:
+    from djwork.conf import Config
+    from djwork.worker.acks import AckBuffer
     from djwork.worker.fetch import UnitOfWork
-    from djwork.worker.launcher import Launcher
-    from djwork.worker.manager import Manager
+    from djwork.worker.history import HistoryRecorder
+    from djwork.worker.process import WorkState
 
 logger = logging.getLogger("djwork")
-
-INVALID_PAYLOAD_CLASS = "djwork.InvalidPayload"
 
 
 _database_use = threading.local()
@@ -43,7 +46,7 @@ def _note_database_use(sender: Any, connection: Any, **kwargs: Any) -> None:
     _database_use.seen = True
 
 
-connection_created.connect(_note_database_use, dispatch_uid="djwork.worker.processor.database-use")
+connection_created.connect(_note_database_use, dispatch_uid="djwork.worker.execution.database-use")
 
 
 def close_stale_connections() -> None:
@@ -60,9 +63,11 @@ def close_stale_connections() -> None:
 class Executor:
     """Shared by every processor thread of a Launcher; per-thread state lives in ``_local``."""
 
-    def __init__(self, launcher: Launcher) -> None:
-        self.launcher = launcher
-        self.config = launcher.config
+    def __init__(self, config: Config, identity: str, history: HistoryRecorder, work: WorkState) -> None:
+        self.config = config
+        self.identity = identity
+        self.history = history
+        self.work = work
         self.server_chain = resolve_all(self.config.server_middleware)
         self._local = threading.local()
         self._resolved: dict[str, Job | Task | None] = {}
@@ -87,19 +92,19 @@ class Executor:
         return found
 
     # --- the job ------------------------------------------------------------------
-    def __call__(self, manager: Manager, unit: UnitOfWork) -> None:
+    def __call__(self, unit: UnitOfWork, acks: AckBuffer) -> None:
         try:
-            self._run(manager, unit)
+            self._run(unit, acks)
         except Exception:
             # A bug in settling must not kill the processor; the job stays on
             # the in-progress list and orphan recovery hands it back later.
             logger.exception("djwork: internal error while processing a job from %s", unit.queue)
 
-    def _run(self, manager: Manager, unit: UnitOfWork) -> None:
+    def _run(self, unit: UnitOfWork, acks: AckBuffer) -> None:
         try:
             payload = loads(unit.raw)
         except PayloadError as error:
-            self._bury_invalid(manager, unit, str(error))
+            self._bury_invalid(unit, acks, str(error))
             return
         jid = payload.get("jid") if isinstance(payload.get("jid"), str) else ""
         class_name = payload["class"]
@@ -107,25 +112,24 @@ class Executor:
         if isinstance(expires_at, (int, float)) and expires_at < time.time():
             logger.info("djwork: dropping expired job jid=%s class=%s (expired %.1fs ago)",
                         jid, class_name, time.time() - expires_at, extra={"jid": jid, "job_class": class_name})
-            manager.acknowledge(unit, jid)
-            self.launcher.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
+            unit.acknowledge(jid)
+            self.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
             return
         target = self.resolve(class_name)
         if target is None:
             error = UnknownJobClass(
                 f"no djwork job, Django task or alias named {class_name!r} is registered in this process"
             )
-            self._handle_failure(manager, unit, payload, error, None, time.time(), 0.0, unknown=True)
+            self._handle_failure(unit, acks, payload, error, None, time.time(), 0.0, unknown=True)
             return
-        self._execute(manager, unit, payload, target, jid)
+        self._execute(unit, acks, payload, target, jid)
 
-    def _execute(self, manager: Manager, unit: UnitOfWork, payload: dict[str, Any],
+    def _execute(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any],
                  target: Job | Task, jid: str) -> None:
         log_jobs = self.config.log_jobs and logger.isEnabledFor(logging.INFO)
         class_name = payload["class"]
-        tid = self.launcher.thread_id()
         started = time.time()
-        self.launcher.work_state[tid] = (unit.queue, unit.raw, int(started))
+        tid = self.work.begin(unit.queue, unit.raw, int(started))
         if log_jobs:
             logger.info("start jid=%s class=%s", jid, class_name,
                         extra={"jid": jid, "job_class": class_name, "queue": unit.queue, "event": "start"})
@@ -145,14 +149,14 @@ class Executor:
                 close_stale_connections()
             except Exception:
                 logger.exception("djwork: close_old_connections failed after a job")
-            self.launcher.work_state.pop(tid, None)
+            self.work.end(tid)
         elapsed_ms = (time.perf_counter() - clock) * 1000
         if error is None:
             unit.processed = 1
-            manager.acknowledge(unit, jid)
-            self.launcher.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
+            unit.acknowledge(jid)
+            self.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
             if isinstance(target, Task) or payload.get("djwork_task"):
-                task_results.finished(jid, self.launcher.identity, result=result)
+                task_results.finished(jid, self.identity, result=result)
             if log_jobs:
                 logger.info("done jid=%s class=%s elapsed=%.1fms", jid, class_name, elapsed_ms,
                             extra={"jid": jid, "job_class": class_name, "queue": unit.queue,
@@ -164,8 +168,8 @@ class Executor:
                         extra={"jid": jid, "job_class": class_name, "queue": unit.queue,
                                "elapsed_ms": elapsed_ms, "event": "fail"})
         if isinstance(target, Task) or payload.get("djwork_task"):
-            task_results.finished(jid, self.launcher.identity, error=error)
-        self._handle_failure(manager, unit, payload, error, target if isinstance(target, Job) else None,
+            task_results.finished(jid, self.identity, error=error)
+        self._handle_failure(unit, acks, payload, error, target if isinstance(target, Job) else None,
                              started, elapsed_ms)
 
     def _invoke(self, payload: dict[str, Any], target: Job | Task, queue: str, jid: str) -> Any:
@@ -175,7 +179,7 @@ class Executor:
             kwargs = {}
         if isinstance(target, Task):
             def execute() -> Any:
-                task_result = task_results.started(jid, self.launcher.identity, target, args, kwargs)
+                task_result = task_results.started(jid, self.identity, target, args, kwargs)
                 if target.takes_context:
                     from djwork.tasks_compat import TaskContext
 
@@ -206,7 +210,7 @@ class Executor:
         return loop.run_until_complete(value)
 
     # --- failure --------------------------------------------------------------------
-    def _handle_failure(self, manager: Manager, unit: UnitOfWork, payload: dict[str, Any],
+    def _handle_failure(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any],
                         error: BaseException, job: Job | None, started: float, elapsed_ms: float,
                         unknown: bool = False) -> None:
         unit.processed = unit.failed = 1
@@ -216,39 +220,28 @@ class Executor:
         else:
             decision = decide(payload, error, job, unit.queue, self.config.max_retries)
         status = {"retry": "retry", "dead": "dead", "drop": "failed"}[decision.target]
-        self.launcher.history.record(payload.get("jid", ""), payload["class"], unit.queue, status, started,
-                                     elapsed_ms, decision.payload.get("error_class", ""),
-                                     decision.payload.get("error_message", ""))
-        if manager.abandoned:
+        self.history.record(payload.get("jid", ""), payload["class"], unit.queue, status, started,
+                            elapsed_ms, decision.payload.get("error_class", ""),
+                            decision.payload.get("error_message", ""))
+        if acks.abandoned:
             return
         self._file(unit, decision, payload.get("jid") or "")
 
     def _file(self, unit: UnitOfWork, decision: Decision, jid: str) -> None:
-        target_key = keys.RETRY if decision.target == "retry" else keys.DEAD
-        new_payload = "" if decision.target == "drop" else dumps(decision.payload)
-        source = unit.in_progress_key or keys.queue(unit.queue)
-        redis_layer.run(lambda conn: scripts.evaluate(conn, "fail", [
-            source, target_key, keys.DEAD, keys.ORPHAN_COUNTS,
-        ], [
-            unit.raw, new_payload, decision.score, "1" if decision.target == "dead" else "0",
-            time.time() - self.config.dead_timeout, self.config.dead_max_jobs,
-            "1" if unit.in_progress_key else "0", jid,
-        ]), idempotent=True)
+        call = dead.file_failure(unit.in_progress_key or keys.queue(unit.queue), unit.raw, decision.target,
+                                 decision.payload, decision.score, jid,
+                                 from_in_progress=bool(unit.in_progress_key), config=self.config)
+        redis_layer.run(call.evaluate, idempotent=True)
 
-    def _bury_invalid(self, manager: Manager, unit: UnitOfWork, reason: str) -> None:
+    def _bury_invalid(self, unit: UnitOfWork, acks: AckBuffer, reason: str) -> None:
         """A payload that is not a job: to `dead` inside a readable wrapper that keeps the raw text."""
         unit.processed = unit.failed = 1
         now = time.time()
-        wrapper = {
-            "class": INVALID_PAYLOAD_CLASS, "args": [unit.raw], "queue": unit.queue, "jid": new_jid(),
-            "retry": False, "created_at": now, "enqueued_at": now, "failed_at": now, "retry_count": 0,
-            "error_class": INVALID_PAYLOAD_CLASS,
-            "error_message": f"{reason}; raw payload kept in args[0] and raw_payload",
-            "raw_payload": unit.raw,
-        }
+        wrapper = dead.invalid_payload(unit.raw, unit.queue, f"{reason}; raw payload kept in args[0] and raw_payload",
+                                       now)
         logger.error("djwork: invalid payload from queue %s sent to dead: %s", unit.queue, reason)
-        self.launcher.history.record("", INVALID_PAYLOAD_CLASS, unit.queue, "dead", now, 0.0,
-                                     INVALID_PAYLOAD_CLASS, reason)
-        if manager.abandoned:
+        self.history.record("", dead.INVALID_PAYLOAD_CLASS, unit.queue, "dead", now, 0.0,
+                            dead.INVALID_PAYLOAD_CLASS, reason)
+        if acks.abandoned:
             return
         self._file(unit, Decision("dead", wrapper, now), "")
