@@ -1,7 +1,7 @@
 -- fail: file a failed job in `retry` or `dead` and drop it from the in-progress list, atomically.
 -- Add before remove: a script stopped by an error keeps the writes made
 -- before it, so a remove followed by a failing add (a key of the wrong
--- type) would lose the job (seed 004, cogworker job_util.rb).
+-- type) would lose the job (docs/wire.md, Scheduled/retry/dead sets).
 -- KEYS[1] = in-progress LIST (or the queue itself in basic mode: nothing is removed then),
 -- KEYS[2] = target ZSET (retry or dead), KEYS[3] = dead ZSET, KEYS[4] = djwork:orphan-counts HASH
 -- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),

@@ -2,9 +2,11 @@
 -- The caller read the entry and built the payload to push (enqueued_at
 -- restamped, "at" removed) in Python, so large integers in args are never
 -- re-encoded by cjson. Present? Push, then remove — never remove first: a
--- remove followed by a failing push would lose the job (seed 004). Absent?
--- Another process promoted it first; do nothing, which is also what makes
--- a replay of this call harmless.
+-- script stopped by an error keeps the writes made before it, so a remove
+-- followed by a failing push (a queue key of the wrong type) would lose the
+-- job (docs/wire.md, Scheduled/retry/dead sets). Absent? Another process
+-- promoted it first; do nothing, which is also what makes a replay of this
+-- call harmless.
 -- KEYS[1] = the ZSET, KEYS[2] = queue:<name>, KEYS[3] = queues SET
 -- ARGV[1] = the member as stored, ARGV[2] = payload to push, ARGV[3] = queue name
 -- Returns 1 if promoted, 0 if the member was gone.

@@ -1,9 +1,11 @@
 -- recover_orphans: requeue the in-progress list of a process that stopped beating.
 -- Decided on Redis's clock (TIME), not any host's, so clock skew between
 -- hosts can't make a live process look dead. A job recovered more than
--- max_orphanings times is a poison pill that kills whatever runs it (seeds
--- 003/004): it is left on the list and returned, for the caller to bury in
--- `dead` with an error. Requeued jobs are pushed before the list is cleared.
+-- max_orphanings times is a poison pill that kills whatever runs it
+-- (docs/wire.md, djwork's own keys): requeued, it would crash one worker
+-- after another forever. It is left on the list and returned, for the
+-- caller to bury in `dead` with an error. Requeued jobs are pushed before
+-- the list is cleared.
 -- KEYS[1] = the in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:beats ZSET,
 -- KEYS[4] = djwork:orphan-counts HASH, KEYS[5] = djwork:inprogress registry SET
 -- ARGV[1] = owner identity, ARGV[2] = orphan threshold seconds, ARGV[3] = max orphanings

@@ -1,6 +1,7 @@
 -- requeue: on shutdown, put a process's unfinished jobs back on their queue in one atomic step.
 -- Jobs that finished but whose ack is still buffered are dropped first, in
--- the same step, so they are not run again (seed 004, cogworker manager.rb).
+-- the same step: the process knows they ran even though Redis doesn't yet,
+-- and requeued they would run a second time.
 -- Requeued jobs go to the pop end (RPUSH), oldest nearest it, so they run
 -- next (Sidekiq's bulk_requeue). The list stays in the in-progress registry:
 -- a queue waiter's take that lands after this step must still be found by

@@ -6,8 +6,8 @@ first and later attempts, dead jobs (exhausted, ``retry: 0``, unknown class,
 invalid JSON), scheduled jobs (single and bulk). Sidekiq's API must read all
 of it without an exception, Sidekiq::Workers must list djwork's busy jobs
 (6.4.1 reads ``<identity>:workers``), and Sidekiq::Web on WEBrick must answer
-200 everywhere. The WIRE.md section 12 checks are asserted on the raw keys of
-the same cluster. Sidekiq::Process#quiet! and #stop! then drive a second
+200 everywhere. The wire checks (docs/wire.md, Checks) are asserted on the raw
+keys of the same cluster. Sidekiq::Process#quiet! and #stop! then drive a second
 djwork worker through quiet and a clean exit.
 """
 
@@ -178,7 +178,7 @@ def test_sidekiq_web_answers_200_on_webrick(cluster, web, redis_url):
     assert "w-kwargs" in bodies["/queues/default"]
 
 
-# --- WIRE.md section 12, on the raw keys djwork wrote ----------------------------------------------
+# --- docs/wire.md, Checks, on the raw keys djwork wrote -------------------------------------------
 def hash_of(redis, key: str) -> dict[str, str]:
     return {decode(k): decode(v) for k, v in redis.hgetall(key).items()}
 

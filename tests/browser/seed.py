@@ -1,6 +1,6 @@
 """Writing cluster data the way djwork and Ruby Sidekiq (6.4.1 and 7.x) write it, for the dashboard's tests.
 
-Shapes follow /work/shared/WIRE.md: compact JSON, Float epoch seconds,
+Shapes follow docs/wire.md: compact JSON, Float epoch seconds,
 ``<identity>`` hashes with ``info busy beat quiet rss rtt_us``, work hashes
 whose ``payload`` is the job JSON as a string and ``run_at`` an Integer, and
 ``error_backtrace`` as strict (7.x) or MIME (6.4) base64 of zlib-deflated JSON.
@@ -30,7 +30,7 @@ def jid() -> str:
 
 
 def job(klass: str = "HardJob", args: list[Any] | None = None, queue: str = "default", **fields: Any) -> dict:
-    """A Sidekiq 7 queue entry (WIRE.md section 2's observed example)."""
+    """A Sidekiq 7 queue entry, with the fields and key order Sidekiq 7.3 writes (docs/wire.md, Jobs)."""
     now = time.time()
     payload = {"retry": True, "queue": queue, "class": klass, "args": [1, "two"] if args is None else args,
                "jid": jid(), "created_at": now - 5, "enqueued_at": now - 5}
@@ -51,7 +51,7 @@ def mime_backtrace(lines: list[str]) -> str:
 
 def failed(payload: dict, count: int = 0, error_class: str = "RuntimeError", message: str = "boom",
            backtrace: str | None = None) -> dict:
-    """What Sidekiq's JobRetry adds on the (count+1)th failure (R1-R5)."""
+    """What Sidekiq's JobRetry adds on the (count+1)th failure (docs/wire.md, Checks: R1-R5)."""
     now = time.time()
     payload = {**payload, "error_class": error_class, "error_message": message, "retry_count": count,
                "failed_at": now - 60}
