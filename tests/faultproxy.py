@@ -13,8 +13,9 @@ Modes switch at runtime, from any thread:
   reply swallowed, so the client times out reading.
 
 The client side is parsed as RESP arrays, so ``commands`` lists every command
-name sent through the proxy (handshakes included) and ``count("LPUSH")``
-proves how often a command left the client.
+name sent through the proxy (handshakes included), ``count("LPUSH")``
+proves how often a command left the client, and ``count("CLIENT", "UNBLOCK")``
+counts one subcommand (matched on the first argument).
 """
 
 from __future__ import annotations
@@ -103,6 +104,7 @@ class FaultProxy:
         self.upstream = (upstream_host, upstream_port)
         self.port = 0
         self.commands: list[str] = []
+        self.first_arguments: list[str] = []  # the first argument of each of ``commands``, upper case
         self.accepted = 0
         self._mode = PASS
         self._fault: _Fault | None = None
@@ -173,9 +175,15 @@ class FaultProxy:
         """Arm a one-shot black hole: the command is forwarded, its reply (and all later ones) swallowed."""
         return self._arm("stall", command, skip)
 
-    def count(self, command: str) -> int:
+    def count(self, command: str, argument: str | None = None) -> int:
+        """How many ``command`` were sent; with ``argument``, only those whose first argument is that
+        (case-insensitive: ``count("CLIENT", "UNBLOCK")``)."""
+        command = command.upper()
         with self._lock:
-            return self.commands.count(command.upper())
+            if argument is None:
+                return self.commands.count(command)
+            wanted = (command, argument.upper())
+            return sum(1 for sent in zip(self.commands, self.first_arguments, strict=True) if sent == wanted)
 
     def live_connections(self) -> int:
         with self._lock:
@@ -274,6 +282,7 @@ class FaultProxy:
         """The armed fault, if one of ``commands`` (this chunk's) triggers it; disarms it."""
         with self._lock:
             self.commands.extend(name for name, _argument in commands)
+            self.first_arguments.extend(argument.upper() for _name, argument in commands)
             fault = self._fault
             if fault is None:
                 return None

@@ -1,19 +1,24 @@
-"""Real ``manage.py runworkers`` subprocesses for tests/test_worker_*.py, and deadline-bound waits.
+"""The one harness for worker processes in tests: ``manage.py runworkers`` (standalone or a swarm) and
+gunicorn with djwork embedded, plus deadline-bound waits and readers of what workers left in Redis.
 
-Workers run with DJANGO_SETTINGS_MODULE=tests.settings_worker against the
-suite's private Redis (DJWORK_TEST_REDIS_URL) only; each one's output goes to
-its own file. The ``workers`` fixture kills, by pid, every process it
-started that is still alive when the test ends, and prints the tail of each
-log (pytest shows it when the test failed).
+Every process runs with DJANGO_SETTINGS_MODULE=tests.settings_worker (per-test
+``overrides`` merged into DJWORK) against a private Redis only, in a session
+of its own, with its output in a file. The ``workers`` fixture SIGKILLs, at
+the end of the test, every process group it started *and* every child it saw
+(swarm children take process groups of their own), then prints each log's
+tail (pytest shows it when the test failed).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,8 +26,14 @@ from urllib.parse import urlparse
 
 import pytest
 
+from djwork.testing.redis_server import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 T = TypeVar("T")
+
+__all__ = ["ROOT", "LoggedProcess", "Worker", "Workers", "blocked_takers", "child_pids", "counts", "decode",
+           "free_port", "http_get", "identities", "in_progress_items", "pid_alive", "send_remote_signal",
+           "wait_beats", "wait_until", "workers", "zset_jobs"]
 
 
 def wait_until(predicate: Callable[[], T], timeout: float, message: str = "condition",
@@ -87,7 +98,12 @@ class LoggedProcess:
 
 
 class Worker(LoggedProcess):
-    """One ``runworkers`` subprocess."""
+    """A ``runworkers`` process (standalone or a swarm's parent) or a gunicorn master; remembers every child
+    it was seen with, so the teardown can kill children that outlived it."""
+
+    def __init__(self, process: subprocess.Popen[bytes], log_path: Path, label: str) -> None:
+        super().__init__(process, log_path, label)
+        self.seen_children: set[int] = set()
 
     def kill(self) -> None:
         if self.alive():
@@ -99,32 +115,55 @@ class Worker(LoggedProcess):
             self._identity = wait_until(lambda: self.find_identity(redis), timeout, f"{self.label} to register")
         return self._identity
 
+    def children(self) -> list[int]:
+        pids = child_pids(self.pid)
+        self.seen_children.update(pids)
+        return pids
+
 
 class Workers:
-    """Starts workers for one test and guarantees none outlives it."""
+    """Starts worker processes for one test (runworkers, a swarm, gunicorn) and guarantees none outlives it.
+
+    Every process runs with DJANGO_SETTINGS_MODULE=tests.settings_worker, ``overrides`` merged into DJWORK,
+    against the suite's private Redis (or the ``redis_url`` a test passes), in a session of its own.
+    """
 
     def __init__(self, directory: Path, redis_url: str) -> None:
         self.directory = directory
         self.redis_url = redis_url
         self.started: list[Worker] = []
 
-    def start(self, *args: str, overrides: dict[str, Any] | None = None, label: str | None = None) -> Worker:
+    def start(self, *args: str, overrides: dict[str, Any] | None = None, label: str | None = None,
+              redis_url: str | None = None) -> Worker:
+        """``manage.py runworkers *args`` (with ``--processes N``, a swarm)."""
         label = label or f"w{len(self.started) + 1}"
+        return self._start([sys.executable, "manage.py", "runworkers", *args], label, redis_url, overrides, {})
+
+    def gunicorn(self, port: int, *, overrides: dict[str, Any] | None = None, label: str | None = None,
+                 redis_url: str | None = None) -> Worker:
+        """gunicorn with tests/gunicorn_conf.py (djwork embedded in its worker), serving on 127.0.0.1:``port``."""
+        label = label or f"gunicorn-{len(self.started) + 1}"
+        command = [sys.executable, "-m", "gunicorn", "-c", "tests/gunicorn_conf.py", "example.wsgi"]
+        return self._start(command, label, redis_url, overrides, {"DJWORK_TEST_BIND": f"127.0.0.1:{port}"})
+
+    def _start(self, command: list[str], label: str, redis_url: str | None, overrides: dict[str, Any] | None,
+               extra_env: dict[str, str]) -> Worker:
+        redis_url = redis_url or self.redis_url
+        if urlparse(redis_url).port == 6379:
+            raise RuntimeError("worker tests run against a private Redis only")
         env = dict(os.environ)
         env.update({
             "DJANGO_SETTINGS_MODULE": "tests.settings_worker",
-            "DJWORK_TEST_REDIS_URL": self.redis_url,
+            "DJWORK_TEST_REDIS_URL": redis_url,
             "DJWORK_TEST_OVERRIDES": json.dumps(overrides or {}),
             "PYTHONUNBUFFERED": "1",
+            **extra_env,
         })
         env.pop("REDIS_URL", None)
         log_path = self.directory / f"worker-{label}.log"
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(
-                [sys.executable, "manage.py", "runworkers", *args],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            process = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
         worker = Worker(process, log_path, label)
         self.started.append(worker)
         return worker
@@ -132,16 +171,26 @@ class Workers:
     def cleanup(self) -> None:
         for worker in self.started:
             if worker.alive():
-                worker.kill()
+                worker.children()
+            # Swarm children and gunicorn workers take sessions of their own: killing the parent's
+            # process group alone would leave them running into the next test.
+            for group in {worker.pid, *worker.seen_children}:
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(group, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            try:
+                worker.process.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
             tail = "\n".join(worker.log().splitlines()[-80:])
-            print(f"----- worker {worker.label} pid {worker.pid} rc {worker.process.returncode} "
+            print(f"----- {worker.label} pid {worker.pid} rc {worker.process.returncode} "
                   f"({worker.log_path}) -----\n{tail}")
 
 
 @pytest.fixture
 def workers(raw_redis, redis_url: str, tmp_path: Path):
-    if urlparse(redis_url).port == 6379:
-        raise RuntimeError("worker tests run against the private Redis only")
     pool = Workers(tmp_path, redis_url)
     try:
         yield pool
@@ -149,10 +198,62 @@ def workers(raw_redis, redis_url: str, tmp_path: Path):
         pool.cleanup()
 
 
+# --- processes, HTTP ---------------------------------------------------------------------
+def http_get(port: int, path: str = "/", timeout: float = 3.0) -> tuple[int | None, str]:
+    """(status, body) of a GET on 127.0.0.1:port, redirects not followed; (None, error) if nothing answers."""
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(f"http://127.0.0.1:{port}{path}", timeout=timeout) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
+    except OSError as error:
+        return None, str(error)
+
+
+def pid_alive(pid: int) -> bool:
+    """Alive and not a zombie (a reaped-later zombie of ours still answers kill(0))."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def child_pids(pid: int) -> list[int]:
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            children.append(int(entry))
+    return sorted(children)
+
+
 # --- reading what the workers left in Redis ------------------------------------------
 def zset_jobs(redis: Any, key: str) -> list[tuple[dict[str, Any], float, str]]:
     """(parsed job, score, raw member) for every member of a sorted set, lowest score first."""
     return [(json.loads(member), score, decode(member)) for member, score in redis.zrange(key, 0, -1, withscores=True)]
+
+
+def identities(redis: Any) -> dict[str, dict[str, Any]]:
+    """identity -> parsed info, for every member of ``processes`` that still has its hash."""
+    found = {}
+    for member in redis.smembers("processes"):
+        info = redis.hget(member, "info")
+        if info:
+            found[decode(member)] = json.loads(info)
+    return found
 
 
 def counts(redis: Any, key: str = "t:counts") -> dict[str, int]:
@@ -163,6 +264,28 @@ def in_progress_items(redis: Any) -> dict[str, list[str]]:
     """Every djwork:inprogress:* list and its contents."""
     return {decode(key): [decode(item) for item in redis.lrange(key, 0, -1)]
             for key in redis.scan_iter("djwork:inprogress:*", _type="list")}
+
+
+def blocked_takers(redis: Any) -> list[dict[str, str]]:
+    """CLIENT LIST rows of connections blocked in BLMOVE (a djwork taker waiting for a job)."""
+    return [client for client in redis.client_list() if client.get("cmd") == "blmove"]
+
+
+def wait_beats(redis: Any, identity: str, beats: int = 2, timeout: float = 30.0) -> None:
+    """Wait until ``identity`` has written ``beats`` more heartbeats: proof that the process kept running its
+    loops for that long, so whatever it would have done by then (fetch a paused job, respawn, promote) it had
+    the chance to do. Use it before asserting that something did *not* happen, instead of a sleep."""
+    seen: list[bytes | None] = [redis.hget(identity, "beat")]
+
+    def advanced() -> bool:
+        beat = redis.hget(identity, "beat")
+        if beat is None:
+            raise AssertionError(f"{identity} stopped beating")
+        if beat != seen[-1]:
+            seen.append(beat)
+        return len(seen) > beats
+
+    wait_until(advanced, timeout, f"{beats} more beats of {identity}")
 
 
 def send_remote_signal(redis: Any, identity: str, name: str) -> None:

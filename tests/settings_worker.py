@@ -1,8 +1,9 @@
-"""Settings for worker subprocesses started by tests/test_worker_*.py: fast clocks, logs to stderr.
+"""Settings for worker processes started by the tests (tests/helpers_worker.py): fast clocks, logs to stderr.
 
 DJWORK_TEST_OVERRIDES (JSON object) is merged into DJWORK last, so one test
 can change a single knob (TIMEOUT, MAX_ORPHANINGS, LOG_JOBS, ...) for the
-workers it starts.
+workers it starts. Every log line carries the pid: a swarm writes several
+processes into one log.
 """
 
 import json
@@ -24,7 +25,7 @@ DJWORK = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(threadName)s %(message)s"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(threadName)s %(message)s"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
     "loggers": {"djwork": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
 }

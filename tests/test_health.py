@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import socket
 import threading
-import time
 
 import pytest
 import redis as redis_py
@@ -15,10 +14,10 @@ from djwork.conf import get_config
 from djwork.testing.redis_server import RedisServer
 from djwork.worker.health import HealthServer, port_open
 from djwork.worker.launcher import Launcher
-from tests.helpers_process import free_port, http_get, identities, procs, wait_until  # noqa: F401
+from tests.helpers_worker import free_port, http_get, identities, wait_until, workers  # noqa: F401
 
-TIMEOUT = 3  # tests/settings_process.py
-BEAT = 1  # tests/settings_process.py HEARTBEAT_INTERVAL
+TIMEOUT = 3  # the drain deadline (DJWORK TIMEOUT) the workers here run with
+BEAT = 1  # tests/settings_worker.py HEARTBEAT_INTERVAL
 
 
 # --- the server on its own ----------------------------------------------------------------
@@ -56,13 +55,12 @@ def test_a_stuck_client_does_not_block_the_next_probe():
     server.start()
     try:
         with socket.create_connection(("127.0.0.1", server.port)):  # connects, never sends a request
-            began = time.monotonic()
+            # http_get gives up after its own timeout: a server serving one request at a
+            # time would leave this probe unanswered behind the silent client, not slow.
             assert http_get(server.port, "/live")[0] == 200
-            assert time.monotonic() - began < 1
     finally:
-        began = time.monotonic()
+        # Returns with the silent client still connected (a hang is caught by pytest's timeout).
         server.stop()
-        assert time.monotonic() - began < 2
     assert not port_open(server.port)
 
 
@@ -121,10 +119,10 @@ def _probe(port: int) -> tuple[int | None, int | None]:
 
 
 @pytest.mark.slow
-def test_worker_probes_before_during_and_after_a_redis_outage(procs, own_redis):  # noqa: F811
+def test_worker_probes_before_during_and_after_a_redis_outage(workers, own_redis):  # noqa: F811
     port = free_port()
-    worker = procs.runworkers("-c", "1", "--health-port", str(port), "--health-host", "127.0.0.1",
-                              redis_url=own_redis.url, label="worker")
+    worker = workers.start("-c", "1", "--health-port", str(port), "--health-host", "127.0.0.1",
+                           redis_url=own_redis.url, overrides={"TIMEOUT": TIMEOUT}, label="worker")
     wait_until(lambda: _probe(port) == (200, 200), 15, "live and ready before the outage")
 
     own_redis.kill()
@@ -132,7 +130,9 @@ def test_worker_probes_before_during_and_after_a_redis_outage(procs, own_redis):
     wait_until(lambda: _probe(port) == (200, 503), 5, "ready=503 during the outage")
     _status, body = http_get(port, "/ready")
     assert "redis unreachable" in body or "heartbeat" in body, body
-    time.sleep(BEAT * 3)  # beats keep failing: still live, still not ready
+    # Beats keep failing (two more failures in the log prove they had their chance): still live, not ready.
+    failures = worker.log().count("heartbeat tick failed")
+    wait_until(lambda: worker.log().count("heartbeat tick failed") >= failures + 2, 30, "two more failed beats")
     assert _probe(port) == (200, 503)
 
     own_redis.start()
@@ -149,10 +149,10 @@ def test_worker_probes_before_during_and_after_a_redis_outage(procs, own_redis):
 
 
 @pytest.mark.slow
-def test_swarm_parent_serves_the_probes(procs, own_redis):  # noqa: F811
+def test_swarm_parent_serves_the_probes(workers, own_redis):  # noqa: F811
     port = free_port()
-    swarm = procs.runworkers("--processes", "2", "-c", "1", "--health-port", str(port), redis_url=own_redis.url,
-                             label="swarm")
+    swarm = workers.start("--processes", "2", "-c", "1", "--health-port", str(port), redis_url=own_redis.url,
+                           overrides={"TIMEOUT": TIMEOUT}, label="swarm")
     wait_until(lambda: _probe(port) == (200, 200), 15, "live and ready")
     wait_until(lambda: http_get(port, "/ready")[1].startswith("2 of 2"), 5, "both children ready")
 

@@ -35,7 +35,7 @@ def test_kill_minus_nine_mid_run_loses_no_job(workers, raw_redis):  # noqa: F811
     wait_until(lambda: len(counts(raw_redis)) == JOBS, 60, "every job to have completed once")
     wait_until(lambda: raw_redis.llen("queue:default") == 0 and not any(in_progress_items(raw_redis).values()),
                20, "queue and in-progress lists empty")
-    second.wait_log("recovered", 5)
+    second.wait_log("recovered", 20)
 
     seen = counts(raw_redis)
     assert set(seen) == {str(index) for index in range(JOBS)}

@@ -1,4 +1,7 @@
-"""What a live worker shows the cluster (WIRE.md sections 5, 6, checks P1-P17, W0-W4, T1-T2), and paused queues."""
+"""What a live worker shows the cluster, and paused queues.
+
+docs/wire.md: Processes, Work, Stats; checks P1-P17, W0-W4, T1-T2.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import time
 import pytest
 
 from tests import worker_jobs
-from tests.helpers_worker import counts, decode, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, decode, wait_beats, wait_until, workers  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +30,7 @@ def test_heartbeat_fields_match_sidekiq(workers, raw_redis):  # noqa: F811
     assert raw_redis.sismember("processes", identity)
 
     # While a job runs, both work hashes describe it.
-    wait_until(lambda: raw_redis.hget(identity, "busy") == b"1", 5, "busy=1")
+    wait_until(lambda: raw_redis.hget(identity, "busy") == b"1", 20, "busy=1")
     for key in (f"{identity}:work", f"{identity}:workers"):
         work = {decode(k): decode(v) for k, v in raw_redis.hgetall(key).items()}
         assert len(work) == 1, key
@@ -37,11 +40,11 @@ def test_heartbeat_fields_match_sidekiq(workers, raw_redis):  # noqa: F811
         assert set(entry) == {"queue", "payload", "run_at"}
         assert entry["queue"] == "low"
         assert isinstance(entry["payload"], str) and entry["payload"] == decode(raw)
-        assert isinstance(entry["run_at"], int) and abs(entry["run_at"] - time.time()) < 10
+        assert isinstance(entry["run_at"], int) and abs(entry["run_at"] - time.time()) < 60
         assert 0 < raw_redis.ttl(key) <= 60
 
-    wait_until(lambda: counts(raw_redis).get("hb") == 1, 10, "the slow job to finish")
-    wait_until(lambda: raw_redis.hget(identity, "busy") == b"0", 3, "busy=0 again")
+    wait_until(lambda: counts(raw_redis).get("hb") == 1, 20, "the slow job to finish")
+    wait_until(lambda: raw_redis.hget(identity, "busy") == b"0", 20, "busy=0 again")
     assert not raw_redis.exists(f"{identity}:work", f"{identity}:workers")
 
     fields = {decode(k): decode(v) for k, v in raw_redis.hgetall(identity).items()}
@@ -60,7 +63,7 @@ def test_heartbeat_fields_match_sidekiq(workers, raw_redis):  # noqa: F811
     assert isinstance(info["version"], str) and info["version"]
     assert info["embedded"] is False
     assert fields["busy"] == "0"
-    assert abs(float(fields["beat"]) - time.time()) < 5
+    assert abs(float(fields["beat"]) - time.time()) < 60  # a Unix time, recent
     assert fields["quiet"] == "false"
     assert int(fields["rss"]) > 0
     assert int(fields["rtt_us"]) >= 0
@@ -68,10 +71,10 @@ def test_heartbeat_fields_match_sidekiq(workers, raw_redis):  # noqa: F811
 
     # Beats keep coming.
     first_beat = float(fields["beat"])
-    wait_until(lambda: float(raw_redis.hget(identity, "beat")) > first_beat, 3, "the next beat")
+    wait_until(lambda: float(raw_redis.hget(identity, "beat")) > first_beat, 20, "the next beat")
 
     today = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-    wait_until(lambda: raw_redis.get(f"stat:processed:{today}") == b"1", 3, "today's processed counter")
+    wait_until(lambda: raw_redis.get(f"stat:processed:{today}") == b"1", 20, "today's processed counter")
     assert raw_redis.get("stat:processed") == b"1"
     assert FIVE_YEARS - 60 <= raw_redis.ttl(f"stat:processed:{today}") <= FIVE_YEARS
     assert raw_redis.ttl("stat:processed") == -1
@@ -85,14 +88,15 @@ def test_paused_queue_is_not_fetched_until_unpaused(workers, raw_redis):  # noqa
     raw_redis.sadd("paused", "default")
     worker_jobs.record.delay("paused-job")
     worker = workers.start("-c", "2", "-q", "default", "-q", "low")
-    worker.identity(raw_redis)
-    # The other queue keeps flowing while default is paused.
+    identity = worker.identity(raw_redis)
+    # The other queue keeps flowing while default is paused: its job, pushed after the paused one and
+    # on a queue fetched after it, has run, and beats later the paused one still waits.
     worker_jobs.record.set(queue="low").delay("low-job")
-    wait_until(lambda: counts(raw_redis).get("low-job") == 1, 10, "the job on the unpaused queue")
-    time.sleep(2.5)
+    wait_until(lambda: counts(raw_redis).get("low-job") == 1, 20, "the job on the unpaused queue")
+    wait_beats(raw_redis, identity, 2)
     assert "paused-job" not in counts(raw_redis)
     assert raw_redis.llen("queue:default") == 1
 
     raw_redis.srem("paused", "default")
-    wait_until(lambda: counts(raw_redis).get("paused-job") == 1, 6, "the job once unpaused")
+    wait_until(lambda: counts(raw_redis).get("paused-job") == 1, 20, "the job once unpaused")
     assert raw_redis.llen("queue:default") == 0

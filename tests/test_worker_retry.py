@@ -1,4 +1,7 @@
-"""Retries, dead set, scheduled jobs and bad data, with real workers (WIRE.md section 4, checks R1-R5)."""
+"""Retries, dead set, scheduled jobs and bad data, with real workers.
+
+docs/wire.md: Scheduled/retry/dead sets; checks R1-R5.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,11 @@ from tests import worker_jobs
 from tests.helpers_worker import counts, wait_until, workers, zset_jobs  # noqa: F401
 
 pytestmark = pytest.mark.slow
+
+# How late a due job may run: the poller checks about twice a second here, and a loaded machine delays
+# it further. A failure bound, not a speed claim: it only has to tell seconds from the 15 s+ of a
+# default backoff.
+POLL_LAG = 10.0
 
 
 def _make_due(redis, raw: str) -> None:
@@ -54,7 +62,7 @@ def test_failures_follow_sidekiq_backoff_and_end_in_dead(workers, raw_redis):  #
     assert dead["error_class"] == "RuntimeError"
     assert raw_redis.zcard("retry") == 0
     assert len(worker_jobs.notes(raw_redis, job="always_fail")) == 3
-    wait_until(lambda: raw_redis.get("stat:failed") == b"3", 5, "stat:failed == 3")
+    wait_until(lambda: raw_redis.get("stat:failed") == b"3", 20, "stat:failed == 3")
     assert raw_redis.get("stat:processed") == b"3"
     statuses = [fields[b"status"] for _id, fields in raw_redis.xrange("djwork:history")]
     assert statuses == [b"retry", b"retry", b"dead"]
@@ -71,7 +79,9 @@ def test_bound_retry_countdown_and_max_retries(workers, raw_redis):  # noqa: F81
     runs = worker_jobs.notes(raw_redis, job="bound_retry")
     assert [run["retries"] for run in runs] == [0, 1, 2]
     gaps = [later["time"] - earlier["time"] for earlier, later in itertools.pairwise(runs)]
-    assert all(1.0 <= gap <= 3.0 for gap in gaps), gaps
+    # Never early; the upper bound allows a loaded machine's poller lag, and still rejects a default
+    # backoff (15 s and more) in place of the countdown.
+    assert all(1.0 <= gap <= 1.0 + POLL_LAG for gap in gaps), gaps
     assert dead["jid"] == ref.jid
     assert dead["error_class"] == "djwork.jobs.MaxRetriesExceededError"
     assert dead["retry_count"] == 2
@@ -94,9 +104,10 @@ def test_autoretry_for_retries_only_the_listed_exception(workers, raw_redis):  #
     assert dead[listed.jid]["retry_count"] == 2
     runs = worker_jobs.notes(raw_redis, job="auto_retry", key="v")
     assert len(runs) == 3
-    # retry_backoff=1 without jitter: 1 s, then 2 s (plus the poller's lag).
+    # retry_backoff=1 without jitter: 1 s, then 2 s (plus the poller's lag). The lower bounds show the
+    # backoff doubling; the upper ones only reject a default backoff (15 s and more).
     gaps = [later["time"] - earlier["time"] for earlier, later in itertools.pairwise(runs)]
-    assert 1.0 <= gaps[0] <= 2.5 and 2.0 <= gaps[1] <= 3.5, gaps
+    assert 1.0 <= gaps[0] <= 1.0 + POLL_LAG and 2.0 <= gaps[1] <= 2.0 + POLL_LAG, gaps
 
 
 def test_scheduled_job_runs_on_time(workers, raw_redis):  # noqa: F811
@@ -106,8 +117,8 @@ def test_scheduled_job_runs_on_time(workers, raw_redis):  # noqa: F811
     after = time.time()
     ((_member, due),) = raw_redis.zrange("schedule", 0, -1, withscores=True)
     assert before + 2 <= due <= after + 2
-    (run,) = wait_until(lambda: worker_jobs.notes(raw_redis, job="stamp"), 10, "the scheduled job")
-    assert due <= run["time"] <= due + 2, run["time"] - due
+    (run,) = wait_until(lambda: worker_jobs.notes(raw_redis, job="stamp"), 30, "the scheduled job")
+    assert due <= run["time"] <= due + POLL_LAG, run["time"] - due
     assert raw_redis.zcard("schedule") == 0
 
 
