@@ -1,7 +1,9 @@
 """Start and stop a private ``redis-server`` on a free loopback port, with nothing on disk.
 
 Used by ``./dev test``, ``./dev demo``, the test suite and the benchmarks, so
-none of them ever touches a Redis the user runs (e.g. 127.0.0.1:6379).
+none of them ever touches a Redis the user runs (e.g. 127.0.0.1:6379). The
+connection tests also start one that listens only on a unix socket, or only
+for TLS, so a client that fell back to plain TCP would find nobody there.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 INSTALL_HINT = (
@@ -30,45 +34,111 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class RedisServer:
-    """One private redis-server process; ``restart()`` keeps its port (for outage tests)."""
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files for a TLS-only server: its certificate and key, and the CA that signed the certificate."""
 
-    def __init__(self, port: int | None = None, directory: str | None = None) -> None:
+    cert_file: Path
+    key_file: Path
+    ca_file: Path
+
+
+class RedisServer:
+    """One private redis-server process; ``restart()`` keeps its port (for outage tests).
+
+    ``unix_socket=True``: it listens on ``<directory>/redis.sock`` only (no TCP
+    port). ``tls``: it listens for TLS only, on ``port``, and asks clients for no
+    certificate of their own.
+    """
+
+    def __init__(self, port: int | None = None, directory: str | None = None, *, unix_socket: bool = False,
+                 tls: TlsFiles | None = None) -> None:
         self.binary = shutil.which("redis-server")
         if self.binary is None:
             raise RuntimeError(INSTALL_HINT)
+        if unix_socket and tls is not None:
+            raise ValueError("a server listens on a unix socket or for TLS, not both")
         self.port = port or free_port()
         self.directory = Path(directory or tempfile.mkdtemp(prefix="djwork-redis-"))
         self.directory.mkdir(parents=True, exist_ok=True)
+        # In the server's own directory: a socket path over ~100 bytes (pytest's
+        # tmp_path can be that long) is refused by the kernel.
+        self.socket_path = self.directory / "redis.sock" if unix_socket else None
+        self.tls = tls
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
+        if self.socket_path is not None:
+            return f"unix://{self.socket_path}?db=0"
+        if self.tls is not None:
+            return f"rediss://127.0.0.1:{self.port}/0"
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "redis.log"
+
+    def _listen_arguments(self) -> list[str]:
+        # "--port 0" whenever another listener is asked for: redis-server would
+        # otherwise also open its default TCP port, 6379.
+        if self.socket_path is not None:
+            return ["--port", "0", "--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
+        if self.tls is not None:
+            return ["--port", "0", "--bind", "127.0.0.1", "--tls-port", str(self.port),
+                    "--tls-cert-file", str(self.tls.cert_file), "--tls-key-file", str(self.tls.key_file),
+                    "--tls-ca-cert-file", str(self.tls.ca_file), "--tls-auth-clients", "no"]
+        return ["--port", str(self.port), "--bind", "127.0.0.1"]
+
+    def _open_socket(self) -> socket.socket:
+        if self.socket_path is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(0.2)
+            try:
+                sock.connect(str(self.socket_path))
+            except OSError:
+                sock.close()
+                raise
+            return sock
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=0.2)
+        if self.tls is None:
+            return sock
+        # Only "is it up?": the tests check the certificate chain through the client under test.
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            return context.wrap_socket(sock)
+        except OSError:
+            sock.close()
+            raise
+
+    def _answers_ping(self) -> bool:
+        with self._open_socket() as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
 
     def start(self, timeout: float = 10.0) -> RedisServer:
         if self.process is not None and self.process.poll() is None:
             return self
-        log = open(self.directory / "redis.log", "ab")  # noqa: SIM115 - owned by the child
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory), "--protected-mode", "no",
-             "--maxclients", "2000"],
+            [self.binary, *self._listen_arguments(), "--save", "", "--appendonly", "no",
+             "--dir", str(self.directory), "--protected-mode", "no", "--maxclients", "2000"],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"redis-server exited at start; see {self.directory / 'redis.log'}")
+                raise RuntimeError(f"redis-server exited at start; see {self.log_path}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    sock.sendall(b"PING\r\n")
-                    if sock.recv(16).startswith(b"+PONG"):
-                        return self
+                if self._answers_ping():
+                    return self
             except OSError:
-                time.sleep(0.02)
-        raise RuntimeError(f"redis-server did not answer on port {self.port} within {timeout}s")
+                pass
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not answer at {self.url} within {timeout}s")
 
     def stop(self) -> None:
         process, self.process = self.process, None
