@@ -20,7 +20,7 @@ from typing import Any, Literal, NamedTuple
 
 from djwork import keys, scripts
 from djwork.conf import Config, get_config
-from djwork.payload import dumps, new_jid
+from djwork.payload import dumps, new_jid, readable
 
 INVALID_PAYLOAD_CLASS = "djwork.InvalidPayload"
 
@@ -38,13 +38,15 @@ class ScriptCall(NamedTuple):
         return scripts.evaluate(conn, self.name, self.keys, self.args)
 
 
-def invalid_payload(raw: str, queue: str, error_message: str, now: float | None = None) -> dict[str, Any]:
+def invalid_payload(raw: str | bytes, queue: str, error_message: str, now: float | None = None) -> dict[str, Any]:
     """The job-shaped wrapper that carries unreadable ``raw`` text into `dead`.
 
     The raw text is kept twice: in args[0], which any Sidekiq UI shows, and in
-    raw_payload, which says what it is.
+    raw_payload, which says what it is. Bytes that are not UTF-8 are kept
+    escaped (``\\xff``): JSON can't hold them as they are.
     """
     now = time.time() if now is None else now
+    raw = readable(raw)
     return {
         "class": INVALID_PAYLOAD_CLASS, "args": [raw], "queue": queue, "jid": new_jid(), "retry": False,
         "created_at": now, "enqueued_at": now, "failed_at": now, "retry_count": 0,

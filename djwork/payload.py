@@ -109,8 +109,40 @@ def dumps(payload: dict[str, Any]) -> str:
         return json.dumps(payload, separators=(",", ":"), default=str)
 
 
+# A stored payload as djwork holds it: text, or the exact bytes when they are not UTF-8.
+StoredPayload = str | bytes
+
+
+def stored_payload(raw: bytes | str) -> StoredPayload:
+    """Decode a payload read from Redis, keeping the exact bytes when they are not UTF-8.
+
+    Decoding strictly killed the worker's fetch, reconcile and taker paths on
+    one bad byte, for good (the same byte came back after every requeue); a
+    lenient decode would change the member, so the ack's LREM would never find
+    it. Bytes stay bytes until proven text: ``loads`` then refuses them and the
+    job goes to dead with the bytes escaped.
+    """
+    if isinstance(raw, str):
+        return raw
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return raw
+
+
+def readable(raw: StoredPayload) -> str:
+    """Text to show or store for a payload: undecodable bytes escaped (``\\xff``), never lost or raised."""
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "backslashreplace")
+
+
 def loads(raw: str | bytes) -> dict[str, Any]:
     """Parse a stored job; PayloadError for anything that is not a job object."""
+    if isinstance(raw, bytes):
+        try:
+            raw.decode()
+        except UnicodeDecodeError as error:
+            raise PayloadError(f"payload is not valid UTF-8 (byte 0x{raw[error.start]:02x} at offset "
+                               f"{error.start})") from error
     try:
         job = orjson.loads(raw)
     except orjson.JSONDecodeError:

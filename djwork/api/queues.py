@@ -122,7 +122,7 @@ class Queue:
         if record is None:
             raise StaleEntry(f"job {ident} is no longer in queue {self.name} (it may have run already)")
         # Not replayed: LREM 1 run twice could remove a second, identical copy of the job.
-        removed = access.write(lambda conn: conn.lrem(self.key, 1, record.raw), replay=False)
+        removed = access.write(lambda conn: conn.lrem(self.key, 1, record.member), replay=False)
         if not removed:
             raise StaleEntry(f"job {ident} left queue {self.name} before it could be deleted")
         return record

@@ -107,20 +107,34 @@ class JobRecord:
     item: dict[str, Any]
     problems: list[str] = field(default_factory=list)
     queue_hint: str = ""
+    # The value exactly as stored, for LREM/ZREM and the scripts: ``raw`` is
+    # text for showing, and for bytes that are not UTF-8 it differs from the
+    # member, so a delete by ``raw`` never found the entry.
+    member: str | bytes = ""
 
     @classmethod
     def parse(cls, raw: Any, queue: str = "") -> JobRecord:
+        undecodable = False
         if isinstance(raw, dict):
             item, problem, raw_text = raw, None, json.dumps(raw, separators=(",", ":"))
         else:
-            raw_text = text(raw)
+            if isinstance(raw, bytes):
+                try:
+                    raw_text = raw.decode()
+                except UnicodeDecodeError:
+                    raw_text, undecodable = raw.decode("utf-8", "backslashreplace"), True
+            else:
+                raw_text = text(raw)
             item, problem = parse_json(raw_text)
             if problem:
                 problem = f"payload is {problem}"
         problems = [problem] if problem else []
+        if undecodable:
+            problems.insert(0, "payload is not valid UTF-8 (undecodable bytes shown escaped)")
         if not problem and not isinstance(item, dict):
             problems.append(f"payload is a JSON {type(item).__name__}, not an object")
-        record = cls(raw=raw_text, item=item if isinstance(item, dict) else {}, problems=problems, queue_hint=queue)
+        record = cls(raw=raw_text, item=item if isinstance(item, dict) else {}, problems=problems, queue_hint=queue,
+                     member=raw if isinstance(raw, (str, bytes)) else raw_text)
         if record.item:
             record._check_fields()
         return record

@@ -157,7 +157,7 @@ class JobSet:
     def delete(self, entry: SortedEntry) -> None:
         # Not replayed: the reply says whether *this* call took the entry; a
         # replay after a lost reply would report our own delete as stale.
-        if not access.write(lambda conn: conn.zrem(self.key, entry.job.raw), replay=False):
+        if not access.write(lambda conn: conn.zrem(self.key, entry.job.member), replay=False):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 
     def retry(self, entry: SortedEntry) -> str:
@@ -197,7 +197,7 @@ class JobSet:
         payload.pop("at", None)  # a stored "at" would schedule the job again (docs/wire.md, check J8)
         payload["enqueued_at"] = time.time()
         promote = ScriptCall("promote", [self.key, keys.queue(queue), keys.QUEUES],
-                             [entry.job.raw, dumps(payload), queue])
+                             [entry.job.member, dumps(payload), queue])
         if not access.write(promote.evaluate, replay=True):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
         return queue
@@ -208,7 +208,7 @@ class JobSet:
         Replayed after a lost reply: move_entry.lua adds before it removes and
         does nothing once the entry is gone, so a second run can't bury it twice.
         """
-        bury = move_to_dead(self.key, "zset", entry.job.raw, entry.job.raw)
+        bury = move_to_dead(self.key, "zset", entry.job.member, entry.job.raw)
         if not access.write(bury.evaluate, replay=True):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 

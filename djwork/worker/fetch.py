@@ -24,6 +24,7 @@ from typing import Any
 from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Capsule
+from djwork.payload import StoredPayload, stored_payload
 
 
 @dataclass(slots=True)
@@ -32,7 +33,7 @@ class UnitOfWork:
 
     queue: str
     queue_index: int
-    raw: str
+    raw: StoredPayload  # exactly as stored: bytes when not UTF-8 (payload.stored_payload)
     in_progress_key: str | None
     # Filled in by the processor and settled by Manager._release under one
     # lock acquisition: one contended lock per job instead of three.
@@ -51,7 +52,7 @@ class UnitOfWork:
 @dataclass(slots=True)
 class Ack:
     queue_index: int
-    raw: str
+    raw: StoredPayload
     jid: str
 
 
@@ -126,7 +127,7 @@ class Fetcher:
             work.append(UnitOfWork(
                 queue=self.queue_names[queue_index - 1],
                 queue_index=queue_index,
-                raw=raw.decode() if isinstance(raw, bytes) else raw,
+                raw=stored_payload(raw),
                 in_progress_key=self.in_progress_keys[queue_index - 1] if self.reliable else None,
             ))
         return work
@@ -187,7 +188,7 @@ class Fetcher:
 
         lists = redis_layer.run(read, idempotent=True)
         return {
-            index: [raw.decode() for raw in items]
+            index: [stored_payload(raw) for raw in items]
             for index, items in enumerate(lists, start=1)
         }
 

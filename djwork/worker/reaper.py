@@ -19,7 +19,7 @@ import time
 from djwork import dead, keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
-from djwork.payload import PayloadError, dumps, loads
+from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
 from djwork.worker.component import PeriodicComponent
 
 logger = logging.getLogger("djwork.worker")
@@ -72,18 +72,18 @@ class Reaper(PeriodicComponent):
         if int(reply[0]) == 0:
             return 0
         requeued = int(reply[1])
-        poison = [raw.decode("utf-8", "replace") for raw in reply[2:]]
+        poison = [stored_payload(raw) for raw in reply[2:]]
         if requeued:
             logger.warning("djwork: recovered %d job(s) of dead process %s from queue %s",
                            requeued, identity, queue)
         for raw in poison:
-            self._bury(list_key, raw, identity)
+            self._bury(list_key, raw, identity, queue)
         if poison:
             redis_layer.run(lambda conn: scripts.evaluate(
                 conn, "unregister_if_empty", [list_key, keys.IN_PROGRESS_REGISTRY]), idempotent=True)
         return requeued
 
-    def _bury(self, list_key: str, raw: str, identity: str) -> None:
+    def _bury(self, list_key: str, raw: StoredPayload, identity: str, queue: str) -> None:
         now = time.time()
         message = (f"recovered more than {self.config.max_orphanings} times from processes that died "
                    f"while running it (last: {identity}); sent to dead as a likely poison pill")
@@ -94,8 +94,8 @@ class Reaper(PeriodicComponent):
             job.setdefault("retry_count", 0)
             jid = job.get("jid") if isinstance(job.get("jid"), str) else ""
             buried = dumps(job)
-        except PayloadError:
-            jid, buried = "", raw
+        except PayloadError as error:
+            jid, buried = "", dumps(dead.invalid_payload(raw, queue, f"{message}; {error}", now))
         logger.error("djwork: job %s %s", jid, message)
         redis_layer.run(dead.move_to_dead(list_key, "list", raw, buried, jid, config=self.config, now=now).evaluate,
                         idempotent=True)

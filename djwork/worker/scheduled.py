@@ -24,7 +24,7 @@ from typing import Any
 from djwork import dead, keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
-from djwork.payload import PayloadError, dumps, loads
+from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
 from djwork.worker.component import PeriodicComponent
 
 logger = logging.getLogger("djwork.worker")
@@ -103,7 +103,9 @@ class ScheduledPoller(PeriodicComponent):
         now = time.time()
         calls: list[tuple[str, list[str], list[Any]]] = []
         for entry in entries:
-            raw = entry.decode("utf-8", "replace")
+            # Not decoded leniently: a replacement character would quietly change
+            # the job it promotes; undecodable bytes go to dead, escaped.
+            raw = stored_payload(entry)
             try:
                 job = loads(raw)
             except PayloadError as error:
@@ -133,7 +135,7 @@ class ScheduledPoller(PeriodicComponent):
                 promoted += name == "promote"
         return promoted, moved
 
-    def _bury_call(self, set_key: str, member: bytes, raw: str, reason: str,
+    def _bury_call(self, set_key: str, member: bytes, raw: StoredPayload, reason: str,
                    now: float) -> tuple[str, list[str], list[Any]]:
         wrapper = dead.invalid_payload(raw, "default", f"unreadable entry in {set_key}: {reason}", now)
         logger.error("djwork: unreadable entry in %s moved to dead: %s", set_key, reason)

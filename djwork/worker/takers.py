@@ -27,6 +27,7 @@ from typing import Any
 
 from djwork import keys, scripts
 from djwork import redis as redis_layer
+from djwork.payload import StoredPayload, stored_payload
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
 from djwork.worker.fetch import Fetcher, UnitOfWork
@@ -96,13 +97,13 @@ class QueueTaker:
         if taken is not None and not self.fetcher.reliable:
             taken = taken[1]
         if isinstance(taken, bytes):
-            taken = taken.decode()
+            taken = stored_payload(taken)
         return taken, bool(paused)
 
     def is_paused(self) -> bool:
         return bool(redis_layer.run(lambda conn: conn.sismember(keys.PAUSED, self.queue), idempotent=True))
 
-    def give_back(self, raw: str) -> None:
+    def give_back(self, raw: StoredPayload) -> None:
         """Return a job taken but not run to the pop end of its queue, where it was taken from."""
         if self.fetcher.reliable:
             redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [self.in_progress_key, self.queue_key],
@@ -111,7 +112,7 @@ class QueueTaker:
             # Basic fetch already popped it: a lost reply here loses it, as basic fetch accepts.
             redis_layer.run(lambda conn: conn.rpush(self.queue_key, raw), purpose="fetch")
 
-    def unit(self, raw: str) -> UnitOfWork:
+    def unit(self, raw: StoredPayload) -> UnitOfWork:
         return UnitOfWork(queue=self.queue, queue_index=self.queue_index, raw=raw,
                           in_progress_key=self.in_progress_key if self.fetcher.reliable else None)
 
@@ -324,7 +325,7 @@ class Takers:
             self._pause_quietly(FETCH_ERROR_PAUSE)
         return paused
 
-    def _give_back(self, taker: QueueTaker, raw: str) -> None:
+    def _give_back(self, taker: QueueTaker, raw: StoredPayload) -> None:
         # The slot stays held until the job is back on its queue: a reconcile
         # meanwhile would see it on our in-progress list and run it.
         try:
