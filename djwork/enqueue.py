@@ -10,15 +10,13 @@ the others.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
-from djwork import client
+from djwork import client, options
 from djwork.payload import ArgumentError
 
 # Sidekiq: an interval this large is an absolute epoch, not a delay.
@@ -40,19 +38,6 @@ class JobRef:
 
     def __str__(self) -> str:
         return self.jid or ""
-
-
-def to_epoch(when: dt.datetime | float | int) -> float:
-    """A datetime (naive ones in Django's default time zone) or an epoch, as epoch seconds."""
-    if isinstance(when, dt.datetime):
-        if timezone.is_naive(when):
-            when = timezone.make_aware(when, timezone.get_default_timezone())
-        return when.timestamp()
-    return float(when)
-
-
-def _seconds(interval: dt.timedelta | float | int) -> float:
-    return interval.total_seconds() if isinstance(interval, dt.timedelta) else float(interval)
 
 
 def _split_call(item: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -83,12 +68,15 @@ class Enqueueing:
         return self.apply_async(args, kwargs)
 
     def perform_in(self, interval: dt.timedelta | float, *args: Any, **kwargs: Any) -> JobRef:
-        seconds = _seconds(interval)
-        at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
+        seconds = options.seconds(interval, self.name, "perform_in")
+        if seconds >= ABSOLUTE_EPOCH_THRESHOLD:
+            at = options.within_horizon(seconds, self.name, "perform_in", interval)
+        else:
+            at = options.after(seconds, self.name, "perform_in", interval)
         return self.apply_async(args, kwargs, eta=at)
 
     def perform_at(self, when: dt.datetime | float, *args: Any, **kwargs: Any) -> JobRef:
-        return self.apply_async(args, kwargs, eta=to_epoch(when))
+        return self.apply_async(args, kwargs, eta=options.moment(when, self.name, "perform_at"))
 
     def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                     **options: Any) -> JobRef:

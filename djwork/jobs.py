@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from djwork import options as enqueue_options
 from djwork.conf import get_config
-from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef, to_epoch
+from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
 from djwork.payload import build, check_arguments
 
 registry: dict[str, Job] = {}
@@ -97,7 +98,10 @@ class BoundJob:
                 f"{self.name} {self.request.id} exceeded max_retries={limit}"
             )
         if eta is not None:
-            countdown = max(0.0, to_epoch(eta) - time.time())
+            countdown = max(0.0, enqueue_options.moment(eta, self.name, "eta") - time.time())
+        elif countdown is not None:
+            # Checked here, inside the job: a NaN countdown stored as the retry's score never comes due.
+            countdown = enqueue_options.seconds(countdown, self.name, "countdown")
         if countdown is None:
             countdown = self.job.default_retry_delay
         raise Retry(exc=exc, countdown=countdown, max_retries=limit)
@@ -128,8 +132,8 @@ def _check_payload_options(options: dict[str, Any], where: str) -> None:
     if dead is not None and not isinstance(dead, bool):
         raise TypeError(f"{where}: dead must be True or False, got {dead!r}")
     retry_queue = options.get("retry_queue")
-    if retry_queue is not None and not isinstance(retry_queue, str):
-        raise TypeError(f"{where}: retry_queue must be a queue name, got {retry_queue!r}")
+    if retry_queue is not None:
+        enqueue_options.check_queue(retry_queue, where, "retry_queue")
     retry_for = options.get("retry_for")
     if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, int)
                                   or not 0 < retry_for < ABSOLUTE_EPOCH_THRESHOLD):
@@ -150,7 +154,7 @@ class Job(Enqueueing):
                  retry_for: int | None = None) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
-        self.queue = queue
+        self.queue = enqueue_options.check_queue(queue, self.name)
         if retry is None:
             retry = max_retries if max_retries is not None else True
         self.retry = _check_retry(retry, self.name)
@@ -241,14 +245,20 @@ class Job(Enqueueing):
         expires = self.expires if expires is None else expires
         if expires is not None:
             extra["expires_at"] = (
-                to_epoch(expires) if isinstance(expires, dt.datetime) else time.time() + float(expires)
+                enqueue_options.moment(expires, self.name, "expires") if isinstance(expires, dt.datetime)
+                else enqueue_options.after(enqueue_options.seconds(expires, self.name, "expires"), self.name,
+                                          "expires", expires)
             )
         at: float | None = None
         if eta is not None:
-            at = to_epoch(eta)
+            at = enqueue_options.moment(eta, self.name, "eta")
         elif countdown is not None:
-            at = time.time() + float(countdown)
-        payload = build(self.name, args, kwargs, queue=queue or self.queue,
+            at = enqueue_options.after(enqueue_options.seconds(countdown, self.name, "countdown"), self.name,
+                                      "countdown", countdown)
+        queue = self.queue if queue is None else enqueue_options.check_queue(queue, self.name)
+        if jid is not None:
+            enqueue_options.check_jid(jid, self.name)
+        payload = build(self.name, args, kwargs, queue=queue,
                         retry=self.retry if retry is None else retry, jid=jid, extra=extra)
         return payload, at
 
