@@ -137,6 +137,7 @@ def test_worker_probes_before_during_and_after_a_redis_outage(workers, own_redis
 
     own_redis.start()
     wait_until(lambda: _probe(port) == (200, 200), 15, "ready again after the outage")
+    worker.wait_log("Redis reachable again", 20)  # the outage's end is logged, not only its failures
     client = redis_py.Redis.from_url(own_redis.url)
     try:
         wait_until(lambda: identities(client), 5, "the worker re-registered on the restarted server")

@@ -22,3 +22,20 @@ def test_a_flush_writes_one_entry_per_run_with_every_field_as_a_string(raw_redis
     assert failed["jid"] == ""
     recorder.flush()  # nothing buffered: nothing written
     assert raw_redis.xlen("djwork:history") == 2
+
+
+def test_entries_a_full_buffer_refused_are_counted_in_the_log(raw_redis, monkeypatch, caplog):
+    # While Redis is away the buffer fills; what it refuses must leave a count, not a silent gap.
+    from djwork.worker import history
+
+    monkeypatch.setattr(history, "MAX_BUFFER", 3)
+    recorder = HistoryRecorder("host:1:abc", 100)
+    for number in range(5):
+        recorder.record(f"jid-{number}", "app.jobs.ok", "default", "ok", 1796269938.0, 1.0)
+    with caplog.at_level("WARNING", logger="djwork.history"):
+        recorder.flush()
+    assert raw_redis.xlen("djwork:history") == 3
+    assert "2 history entries dropped" in caplog.text
+    caplog.clear()
+    recorder.flush()
+    assert "dropped" not in caplog.text  # counted once

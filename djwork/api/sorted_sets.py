@@ -23,7 +23,7 @@ from djwork.api.errors import NotRetryable, StaleEntry
 from djwork.api.records import JobRecord, Page, text, to_datetime
 from djwork.client import client_chain
 from djwork.conf import get_config
-from djwork.dead import ScriptCall, move_to_dead
+from djwork.dead import INVALID_PAYLOAD_CLASS, ScriptCall, move_to_dead
 from djwork.middleware import run_client_chain
 from djwork.payload import dumps, new_jid
 
@@ -177,6 +177,11 @@ class JobSet:
         replayed after a lost reply; the replay then finds the entry gone and
         reports it stale, though the job is on its queue exactly once.
         """
+        if entry.job.item.get("class") == INVALID_PAYLOAD_CLASS:
+            # Queued, it would come straight back to dead as an unknown class: the
+            # wrapper only carries the unreadable text (raw_payload) for a person to read.
+            raise NotRetryable(f"job {entry.job.ident} wraps an unreadable payload (its raw text is in raw_payload); "
+                               "it can't run: fix and enqueue the job by hand, or delete it")
         if not entry.job.valid:
             raise NotRetryable(f"job {entry.job.ident} can't be queued: {'; '.join(entry.job.problems)}")
         payload = dict(entry.job.item)

@@ -120,6 +120,11 @@ class Executor:
             error = UnknownJobClass(
                 f"no djwork job, Django task or alias named {class_name!r} is registered in this process"
             )
+            # Logged at ERROR whatever LOG_JOBS says: a deploy that dropped or renamed a job
+            # otherwise fills `dead` (or `retry`) without one line saying why.
+            logger.error("djwork: unknown job class %r (jid=%s, queue %s); %s", class_name, jid, unit.queue,
+                         "sent to dead" if self.config.unknown_class == "dead" else "retrying (UNKNOWN_CLASS=retry)",
+                         extra={"jid": jid, "job_class": class_name, "queue": unit.queue})
             self._handle_failure(unit, acks, payload, error, None, time.time(), 0.0, unknown=True)
             return
         self._execute(unit, acks, payload, target, jid)

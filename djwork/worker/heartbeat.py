@@ -57,13 +57,19 @@ class Heartbeat(PeriodicComponent):
         self.rtt_us = 0
         self.beats = 0
         self.last_beat_monotonic: float | None = None
+        self.failing_since: float | None = None  # monotonic time of the first failed beat of an outage
         self._info: str | None = None
 
     def interval(self) -> float:
         return self.config.heartbeat_interval
 
     def tick(self) -> None:
-        self.beat()
+        try:
+            self.beat()
+        except Exception:
+            if self.failing_since is None:
+                self.failing_since = time.monotonic()
+            raise
 
     def info_json(self) -> str:
         if self._info is None:
@@ -74,6 +80,12 @@ class Heartbeat(PeriodicComponent):
         """One beat; raises if the presence write failed (so boot can retry the first one)."""
         self.flush_stats()
         self.write_presence()
+        if self.failing_since is not None:
+            # The outage's end deserves a line too: without it the log shows a
+            # run of failed beats and then silence, and nobody knows it recovered.
+            logger.warning("djwork: Redis reachable again: the heartbeat is back after %.1fs of failed beats",
+                           time.monotonic() - self.failing_since)
+            self.failing_since = None
         self.beats += 1
         self.last_beat_monotonic = time.monotonic()
         for signal_name in self.drain_signals():

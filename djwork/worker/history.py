@@ -36,6 +36,7 @@ class HistoryRecorder(PeriodicComponent):
         super().__init__()
         self.identity = identity
         self.max_length = max_length
+        self.dropped = 0  # entries refused by a full buffer since the last flush
         self._buffer: collections.deque[tuple[str, str, str, str, float, float, str, str]] = collections.deque()
 
     def interval(self) -> float:
@@ -50,11 +51,19 @@ class HistoryRecorder(PeriodicComponent):
         # deque.append is atomic: no lock on the per-job path.
         if len(self._buffer) < MAX_BUFFER:
             self._buffer.append(entry)
+        else:
+            # Full while Redis is away: counted, and the count logged by the next
+            # flush, so an outage's gap in the stream is never silent.
+            self.dropped += 1
 
     def tick(self) -> None:
         self.flush()
 
     def flush(self) -> None:
+        dropped, self.dropped = self.dropped, 0
+        if dropped:
+            logger.warning("djwork: %d history entries dropped: the buffer was full (%d) while Redis was away",
+                           dropped, MAX_BUFFER)
         entries = []
         try:
             while True:
