@@ -1,5 +1,6 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
+from djwork.client import EnqueueError
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.payload import ArgumentError
 
@@ -8,6 +9,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ArgumentError",
     "BoundJob",
+    "EnqueueError",
     "Job",
     "JobRef",
     "MaxRetriesExceededError",

@@ -16,6 +16,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork.conf import Config, get_config
@@ -23,6 +26,43 @@ from djwork.middleware import resolve_all, run_client_chain
 from djwork.payload import dumps
 
 logger = logging.getLogger("djwork.client")
+
+
+class EnqueueError(RedisConnectionError):
+    """Writing jobs failed on the connection; ``written`` says what the caller may assume.
+
+    ``written`` is False when the error proves nothing reached Redis (the
+    dial failed, no pooled connection was free): enqueueing again is safe.
+    It is None when the command may have run and only its reply was lost:
+    enqueueing again may run the job twice. A redis-py ``ConnectionError``
+    still, so code written for redis-py's errors keeps catching it.
+    """
+
+    def __init__(self, message: str, jids: list[str], written: bool | None) -> None:
+        super().__init__(message)
+        self.jids = jids
+        self.written = written
+
+
+class EnqueueTimeoutError(EnqueueError, RedisTimeoutError):
+    """The write was sent and no reply came in time (``written`` is None); a redis-py ``TimeoutError`` too."""
+
+
+def _write(commands: list[tuple[Any, ...]], jids: list[str]) -> list[Any]:
+    """One pipelined round trip (never replayed after a send), its connection failure told as an EnqueueError."""
+    try:
+        return redis_layer.run(lambda conn: _pipelined(conn, commands))
+    except (redis_layer.ConnectPhaseError, redis_layer.PoolExhaustedError) as error:
+        raise EnqueueError(f"{_jobs(jids)} not written: {error}", jids, written=False) from error
+    except (RedisConnectionError, RedisTimeoutError) as error:
+        kind = EnqueueTimeoutError if isinstance(error, RedisTimeoutError) else EnqueueError
+        raise kind(f"{_jobs(jids)} may or may not have been written (the connection failed after the "
+                           f"write was sent; enqueueing again may run it twice): {error}", jids,
+                           written=None) from error
+
+
+def _jobs(jids: list[str]) -> str:
+    return f"job {jids[0]}" if len(jids) == 1 else f"{len(jids)} jobs ({jids[0]}, ...)"
 
 
 @functools.lru_cache(maxsize=4)
@@ -70,13 +110,13 @@ def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
     if at is not None and at > time.time():
         payload.pop("enqueued_at", None)
         raw = dumps(payload)
-        replies = redis_layer.run(lambda conn: _pipelined(conn, [("ZADD", keys.SCHEDULE, repr(float(at)), raw)]))
+        replies = _write([("ZADD", keys.SCHEDULE, repr(float(at)), raw)], [payload["jid"]])
         _raise_push_error(replies[0])
         return payload["jid"]
     payload["enqueued_at"] = time.time()
     raw = dumps(payload)
     commands = [("LPUSH", keys.queue(queue), raw), ("SADD", keys.QUEUES, queue)]
-    replies = redis_layer.run(lambda conn: _pipelined(conn, commands))
+    replies = _write(commands, [payload["jid"]])
     _raise_push_error(replies[0])
     _check_listing_replies(replies[1:], f"SADD queues {queue}")
     return payload["jid"]
@@ -115,7 +155,7 @@ def push_bulk(payloads: Iterable[dict[str, Any]], *, at: float | None = None) ->
                                                    for part in (repr(score), raw))))
     if by_queue:
         commands.append(("SADD", keys.QUEUES, *by_queue))
-    replies = redis_layer.run(lambda conn: _pipelined(conn, commands))
+    replies = _write(commands, [jid for jid in jids if jid is not None])
     writes = len(by_queue) + (1 if scheduled else 0)
     for reply in replies[:writes]:
         _raise_push_error(reply)
