@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from urllib.parse import urlparse
 
 import pytest
 import redis as redis_py
 
 from djwork import redis as redis_layer
+from djwork.redis import RedisEvent
 
 
 def _private_url() -> str:
@@ -44,3 +46,12 @@ def raw_redis(redis_url: str):
 def redis(redis_url: str):
     """The same, emptied once per module: for the interop modules, whose Ruby and djwork processes outlive a test."""
     yield from _emptied_client(redis_url)
+
+
+@pytest.fixture
+def events() -> Iterator[list[RedisEvent]]:
+    """Every event the Redis layer reports during the test (retries, refusals, give-ups)."""
+    seen: list[RedisEvent] = []
+    redis_layer.add_listener(seen.append)
+    yield seen
+    redis_layer.remove_listener(seen.append)

@@ -42,14 +42,6 @@ def proxy(raw_redis, redis_url: str, settings) -> Iterator[FaultProxy]:
         redis_layer.reset()  # no pooled socket to the stopped proxy survives the test
 
 
-@pytest.fixture
-def events() -> Iterator[list[RedisEvent]]:
-    seen: list[RedisEvent] = []
-    redis_layer.add_listener(seen.append)
-    yield seen
-    redis_layer.remove_listener(seen.append)
-
-
 def _entry(raw_redis, set_class: type[api.JobSet], key: str) -> tuple[api.SortedEntry, dict]:
     payload = seed.failed(seed.job(klass="HardJob", queue="low"), count=2)
     seed.zadd(raw_redis, key, payload, time.time() + 600)

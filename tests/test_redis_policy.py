@@ -51,14 +51,6 @@ def proxy(redis_url: str) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture
-def events() -> Iterator[list[RedisEvent]]:
-    seen: list[RedisEvent] = []
-    redis_layer.add_listener(seen.append)
-    yield seen
-    redis_layer.remove_listener(seen.append)
-
-
-@pytest.fixture
 def make_layer() -> Iterator[Callable[..., RedisLayer]]:
     layers: list[RedisLayer] = []
 
