@@ -14,7 +14,7 @@ every other module can depend on it without a cycle.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -69,8 +69,6 @@ class Config:
     unknown_class: str
     health_port: int | None
     health_host: str
-    # What the values were parsed from (defaults, settings, overrides), before any fallback.
-    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def queue_names(self) -> list[str]:
@@ -97,7 +95,7 @@ def build_config(overrides: dict[str, Any] | None = None) -> Config:
     values = {spec.attribute: spec.value(raw[spec.name]) for spec in SETTINGS}
     # The top-level QUEUES/CONCURRENCY are the default capsule; CAPSULES holds only the others.
     values["capsules"] = (Capsule("default", values["concurrency"], values["queues"]), *values["capsules"])
-    return Config(**values, raw=raw)
+    return Config(**values)
 
 
 @functools.lru_cache(maxsize=1)
