@@ -2,6 +2,7 @@
 
 from djwork.client import EnqueueError
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
+from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
 
 __version__ = "0.1.0"
@@ -15,6 +16,7 @@ __all__ = [
     "MaxRetriesExceededError",
     "Retry",
     "UnknownJobClass",
+    "WrongTypeKey",
     "job",
     "shared_task",
 ]

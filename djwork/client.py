@@ -22,6 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork.conf import Config, get_config
+from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 from djwork.middleware import resolve_all, run_client_chain
 from djwork.payload import dumps
 
@@ -76,9 +77,21 @@ def _check_listing_replies(replies: list[Any], what: str) -> None:
             logger.error("djwork: %s failed (the job itself is queued): %s", what, reply)
 
 
-def _raise_push_error(reply: Any) -> None:
-    if isinstance(reply, Exception):
-        raise reply
+def _raise_push_error(reply: Any, command: tuple[Any, ...]) -> None:
+    if not isinstance(reply, Exception):
+        return
+    if is_wrong_type(reply):
+        # Redis's reply names no key: say which one, and how to free it.
+        key = command_keys(command)[0]
+        try:
+            types: Any = [redis_layer.run(lambda conn: conn.type(key), idempotent=True)]
+        except Exception as lookup_error:  # the push error must surface, named or not
+            types = lookup_error
+        named = name_culprits(reply, f"the push to {key} (the job was not written)", [key], types)
+        raise WrongTypeKey(f"{named}. djwork.key_guard.quarantine_if_wrong_type({key!r}) moves the key aside "
+                           f"(a running worker's key guard does so within a minute)",
+                           named.keys, named.found, named.expected) from reply
+    raise reply
 
 
 def _pipelined(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
@@ -110,14 +123,15 @@ def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
     if at is not None and at > time.time():
         payload.pop("enqueued_at", None)
         raw = dumps(payload)
-        replies = _write([("ZADD", keys.SCHEDULE, repr(float(at)), raw)], [payload["jid"]])
-        _raise_push_error(replies[0])
+        command: tuple[Any, ...] = ("ZADD", keys.SCHEDULE, repr(float(at)), raw)
+        replies = _write([command], [payload["jid"]])
+        _raise_push_error(replies[0], command)
         return payload["jid"]
     payload["enqueued_at"] = time.time()
     raw = dumps(payload)
     commands = [("LPUSH", keys.queue(queue), raw), ("SADD", keys.QUEUES, queue)]
     replies = _write(commands, [payload["jid"]])
-    _raise_push_error(replies[0])
+    _raise_push_error(replies[0], commands[0])
     _check_listing_replies(replies[1:], f"SADD queues {queue}")
     return payload["jid"]
 
@@ -157,7 +171,7 @@ def push_bulk(payloads: Iterable[dict[str, Any]], *, at: float | None = None) ->
         commands.append(("SADD", keys.QUEUES, *by_queue))
     replies = _write(commands, [jid for jid in jids if jid is not None])
     writes = len(by_queue) + (1 if scheduled else 0)
-    for reply in replies[:writes]:
-        _raise_push_error(reply)
+    for reply, command in zip(replies[:writes], commands, strict=False):
+        _raise_push_error(reply, command)
     _check_listing_replies(replies[writes:], "SADD queues")
     return jids

@@ -25,11 +25,21 @@ LEADER = "dear-leader"  # STRING leader identity (Enterprise name)
 IN_PROGRESS_REGISTRY = "djwork:inprogress"  # SET of in-progress LIST keys, for orphan recovery
 BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
 ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
+# HASH jid -> epoch seconds: jobs that finished after their process's shutdown
+# deadline pushed them back and whose copy had already left the queue; a fetch
+# or take that meets such a copy drops it instead of running the job again.
+FINISHED_LATE = "djwork:finished-late"
+ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than once, one per process at a time
 HISTORY = "djwork:history"  # STREAM of executions, capped (MAXLEN ~)
 RESULT_PREFIX = "djwork:result:"  # HASH Django Tasks result record (one field per attribute), TTL RESULT_TTL
 
 STATS_TTL = 5 * 365 * 24 * 3600  # per-day stat keys live five years (Sidekiq's STATS_TTL)
 PROCESS_TTL = 60  # identity hash, work hash, signal list
+
+
+def isolated(queue_name: str) -> str:
+    """LIST of a queue's jobs recovered from dead processes more than once (reaper.py, fetch.lua)."""
+    return f"{ISOLATED_PREFIX}{queue_name}"
 
 
 def queue(name: str) -> str:
@@ -96,3 +106,10 @@ def parse_in_progress(key: str) -> tuple[str, str] | None:
 def result(result_id: str) -> str:
     """HASH ``djwork:result:<id>``: a Django Tasks result record (status, times, args, errors...)."""
     return f"{RESULT_PREFIX}{result_id}"
+
+
+# --- key guard: wrong-type keys moved aside (djwork/key_guard.py) ---------------
+QUARANTINE_PREFIX = "djwork:quarantine:"  # + <key>:<ms>:<random>: a key that held the wrong type, EXPIRE 30 days
+QUARANTINE_INDEX = "djwork:quarantine"  # ZSET copy name -> ms it was moved (5 copies per key kept at most)
+QUARANTINE_TTL = 30 * 24 * 3600
+

@@ -8,6 +8,11 @@ also caches the script again: ``evaluate`` on a client,
 ``evaluate_on_connection`` on a bare connection, ``execute`` for a pipeline
 that carries script calls (``queue_evaluate``). Workers call ``load_all`` at
 boot so the first job does not pay for the upload.
+
+A WRONGTYPE reply names a script line, not the key; each of the three
+ways raises (or, from ``execute``, returns) ``djwork.WrongTypeKey`` instead,
+naming the key that holds the wrong type, found with one more pipelined
+round trip of TYPE calls, on that error path only.
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from djwork import redis as redis_layer
+from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 
 # A script is named by its file's basename; anything path-like would let a
 # caller-supplied name read some other .lua file on disk.
@@ -74,9 +80,14 @@ def evaluate(conn: Any, name: str, keys: list[str] | tuple[str, ...] = (),
     # call itself on the worker's per-batch path.
     command = _evalsha(name, keys, args)
     try:
-        return conn.execute_command(*command)
-    except NoScriptError:
-        return conn.execute_command(*_as_eval(command, name))
+        try:
+            return conn.execute_command(*command)
+        except NoScriptError:
+            return conn.execute_command(*_as_eval(command, name))
+    except ResponseError as error:
+        if not is_wrong_type(error):
+            raise
+        raise _named(error, f"Lua script {name!r}", keys, lambda: _types_on_client(conn, keys)) from error
 
 
 def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
@@ -90,8 +101,19 @@ def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[s
     if isinstance(reply, NoScriptError):
         (reply,) = redis_layer.exchange(connection, [_as_eval(command, name)])
     if isinstance(reply, Exception):
-        raise reply
+        raise named_on_connection(connection, reply, f"Lua script {name!r}", keys)
     return reply
+
+
+def named_on_connection(connection: Any, error: Exception, where: str,
+                        candidates: list[str] | tuple[str, ...]) -> Exception:
+    """A WRONGTYPE ``error`` as a WrongTypeKey naming its culprit (TYPE asked on ``connection``); others as they are."""
+    if not is_wrong_type(error):
+        return error
+    named = _named(error, where, candidates,
+                   lambda: redis_layer.exchange(connection, [("TYPE", key) for key in candidates]))
+    named.__cause__ = error
+    return named
 
 
 def queue_evaluate(pipe: Any, name: str, keys: list[str] | tuple[str, ...] = (),
@@ -116,11 +138,64 @@ def execute(pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
             pipe.execute_command(*_as_eval(commands[index]))
         for index, reply in zip(refused, pipe.execute(raise_on_error=False), strict=True):
             replies[index] = reply
+    wrong = [index for index, reply in enumerate(replies) if is_wrong_type(reply)]
+    if wrong:
+        _name_pipeline_culprits(pipe, commands, replies, wrong)
     if raise_on_error:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
     return replies
+
+
+def _named(error: ResponseError, where: str, candidates: list[str] | tuple[str, ...],
+           read_types: Any) -> WrongTypeKey:
+    """``error`` as a WrongTypeKey naming its culprit; ``read_types()`` returns the TYPE of each candidate."""
+    try:
+        types = read_types() if candidates else []
+    except Exception as lookup_error:  # the original error must surface, named or not
+        types = lookup_error
+    return name_culprits(error, where, candidates, types)
+
+
+def _types_on_client(conn: Any, candidates: list[str] | tuple[str, ...]) -> list[Any]:
+    pipe = conn.pipeline(transaction=False)
+    for key in candidates:
+        pipe.type(key)
+    return pipe.execute(raise_on_error=False)
+
+
+def _name_pipeline_culprits(pipe: Any, commands: list[Any], replies: list[Any], wrong: list[int]) -> None:
+    """Replace each WRONGTYPE reply in ``replies`` with a WrongTypeKey, in one more round trip for all of them."""
+    per_reply = {index: command_keys(commands[index]) for index in wrong}
+    candidates = list(dict.fromkeys(key for found in per_reply.values() for key in found))
+
+    def read_types() -> dict[str, Any]:
+        for key in candidates:
+            pipe.execute_command("TYPE", key)
+        return dict(zip(candidates, pipe.execute(raise_on_error=False), strict=True))
+
+    try:
+        types: dict[str, Any] | Exception = read_types()
+    except Exception as lookup_error:
+        types = lookup_error
+    for index, found in per_reply.items():
+        where = _command_label(commands[index])
+        if isinstance(types, Exception):
+            replies[index] = name_culprits(replies[index], where, found, types)
+        else:
+            replies[index] = name_culprits(replies[index], where, found, [types[key] for key in found])
+
+
+def _command_label(command: Any) -> str:
+    verb = command[0].decode() if isinstance(command[0], bytes) else str(command[0])
+    if verb.upper() == "EVALSHA":
+        wanted = command[1].decode() if isinstance(command[1], bytes) else str(command[1])
+        script = next((name for name in names() if sha(name) == wanted), wanted)
+        return f"Lua script {script!r}"
+    if verb.upper() == "EVAL":
+        return "a Lua script"
+    return verb.upper()
 
 
 def load_all(conn: Any) -> dict[str, str]:

@@ -5,49 +5,115 @@
 -- process killed mid-job leaves its work where orphan recovery finds it;
 -- basic mode RPOPs (Sidekiq's BRPOP semantics: a crash loses the job).
 -- Paused queues (the `paused` SET) are skipped and reported.
--- KEYS[1] = paused SET, KEYS[2] = djwork:orphan-counts HASH,
--- KEYS[2+2i-1] = queue:<name_i>, KEYS[2+2i] = its in-progress LIST (i = 1..n)
+--
+-- A queue's isolated list holds jobs recovered from dead processes more than
+-- once (reaper.py): at most `isolated` of them are taken per call (the caller
+-- passes 0 while it runs one), so a job that kills its process is the only
+-- suspect in the next crash and bystanders stop being blamed with it.
+--
+-- Every command on a queue's keys runs under pcall: a key of the wrong type
+-- (SET queue:default x) fails that queue alone, reported back so the key
+-- guard can move it aside, instead of failing the whole script and starving
+-- every other queue of the worker.
+--
+-- A job that finished after its process's shutdown deadline pushed it back
+-- is listed in djwork:finished-late; its copy is dropped here (and reported)
+-- rather than run a second time. One EXISTS per call while the hash is empty.
+--
+-- KEYS[1] = paused SET, KEYS[2] = djwork:orphan-counts HASH, KEYS[3] = djwork:finished-late HASH,
+-- KEYS[3+3i-2] = queue:<name_i>, KEYS[3+3i-1] = its in-progress LIST, KEYS[3+3i] = its isolated LIST
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
--- ARGV[3+i] = name_i (i = 1..n, the names of the queues in KEYS, in the same order),
+-- ARGV[4] = isolated jobs that may be taken, ARGV[4+i] = name_i (i = 1..n, in the order of KEYS),
 -- then a triples: queue index i, raw payload, jid
--- Returns {{i1, payload1, i2, payload2, ...}, {paused queue names...}}
+-- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...}};
+-- an index is negative for a job taken from the isolated list.
 local limit = tonumber(ARGV[1])
 local reliable = ARGV[2] == 'reliable'
 local ack_count = tonumber(ARGV[3])
-local queue_count = (#KEYS - 2) / 2
-local position = 4 + queue_count
+local isolated_allowed = tonumber(ARGV[4])
+local queue_count = (#KEYS - 3) / 3
+local broken = {}
+
+local function failed(reply, ...)
+  if type(reply) == 'table' and reply['err'] then
+    for _, key in ipairs({...}) do
+      broken[#broken + 1] = key
+      broken[#broken + 1] = reply['err']
+    end
+    return true
+  end
+  return false
+end
+
+local position = 5 + queue_count
 for _ = 1, ack_count do
   local index = tonumber(ARGV[position])
   if reliable then
-    redis.call('LREM', KEYS[2 + 2 * index], -1, ARGV[position + 1])
+    failed(redis.pcall('LREM', KEYS[3 + 3 * index - 1], -1, ARGV[position + 1]), KEYS[3 + 3 * index - 1])
   end
   if ARGV[position + 2] ~= '' then
-    redis.call('HDEL', KEYS[2], ARGV[position + 2])
+    failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
   end
   position = position + 3
 end
+
 local fetched = {}
 local paused = {}
 local taken = 0
 for i = 1, queue_count do
   if taken >= limit then break end
-  local queue_key = KEYS[2 + 2 * i - 1]
-  local name = ARGV[3 + i]
-  if redis.call('SISMEMBER', KEYS[1], name) == 1 then
+  local queue_key, in_progress_key, isolated_key = KEYS[3 + 3 * i - 2], KEYS[3 + 3 * i - 1], KEYS[3 + 3 * i]
+  local name = ARGV[4 + i]
+  local is_paused = redis.pcall('SISMEMBER', KEYS[1], name)
+  if failed(is_paused, KEYS[1]) then is_paused = 0 end
+  if is_paused == 1 then
     paused[#paused + 1] = name
   else
+    if reliable and isolated_allowed > 0 then
+      local payload = redis.pcall('LMOVE', isolated_key, in_progress_key, 'RIGHT', 'LEFT')
+      if failed(payload, isolated_key, in_progress_key) then
+        payload = false
+      end
+      if payload then
+        fetched[#fetched + 1] = -i
+        fetched[#fetched + 1] = payload
+        taken = taken + 1
+        isolated_allowed = isolated_allowed - 1
+      end
+    end
     while taken < limit do
       local payload
       if reliable then
-        payload = redis.call('LMOVE', queue_key, KEYS[2 + 2 * i], 'RIGHT', 'LEFT')
+        payload = redis.pcall('LMOVE', queue_key, in_progress_key, 'RIGHT', 'LEFT')
       else
-        payload = redis.call('RPOP', queue_key)
+        payload = redis.pcall('RPOP', queue_key)
       end
-      if not payload then break end
+      if failed(payload, queue_key, in_progress_key) or not payload then break end
       fetched[#fetched + 1] = i
       fetched[#fetched + 1] = payload
       taken = taken + 1
     end
   end
 end
-return {fetched, paused}
+
+local skipped = {}
+if #fetched > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+  local kept = {}
+  for j = 1, #fetched, 2 do
+    local index, payload = fetched[j], fetched[j + 1]
+    local ok, job = pcall(cjson.decode, payload)
+    local jid = ok and type(job) == 'table' and job['jid']
+    if type(jid) == 'string' and redis.call('HDEL', KEYS[3], jid) == 1 then
+      if reliable then
+        redis.call('LREM', KEYS[3 + 3 * math.abs(index) - 1], -1, payload)
+      end
+      redis.pcall('HDEL', KEYS[2], jid)
+      skipped[#skipped + 1] = jid
+    else
+      kept[#kept + 1] = index
+      kept[#kept + 1] = payload
+    end
+  end
+  fetched = kept
+end
+return {fetched, paused, broken, skipped}

@@ -6,9 +6,16 @@
 -- after another forever. It is left on the list and returned, for the
 -- caller to bury in `dead` with an error. Requeued jobs are pushed before
 -- the list is cleared.
+-- Every job running in a crashed process is counted, the culprit and its
+-- bystanders alike. A job recovered `isolate_after` times or more goes to the
+-- queue's isolated list instead of the queue: fetch.lua takes at most one of
+-- those per process at a time, so a further crash counts against exactly one
+-- suspect and the bystanders stop climbing towards the poison-pill limit.
 -- KEYS[1] = the in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:beats ZSET,
--- KEYS[4] = djwork:orphan-counts HASH, KEYS[5] = djwork:inprogress registry SET
--- ARGV[1] = owner identity, ARGV[2] = orphan threshold seconds, ARGV[3] = max orphanings
+-- KEYS[4] = djwork:orphan-counts HASH, KEYS[5] = djwork:inprogress registry SET,
+-- KEYS[6] = the queue's isolated LIST
+-- ARGV[1] = owner identity, ARGV[2] = orphan threshold seconds, ARGV[3] = max orphanings,
+-- ARGV[4] = isolate_after (recoveries)
 -- Returns {0} if the owner is alive, else {1, requeued count, poison payload...}.
 local now_parts = redis.call('TIME')
 local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
@@ -20,6 +27,7 @@ end
 -- in the beats ZSET forever (a clean stop removes its own).
 redis.call('ZREM', KEYS[3], ARGV[1])
 local max_orphanings = tonumber(ARGV[3])
+local isolate_after = tonumber(ARGV[4])
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 local poison = {}
 local requeued = 0
@@ -31,6 +39,9 @@ for i = 1, #items do
   end
   if count > max_orphanings then
     poison[#poison + 1] = items[i]
+  elseif count >= isolate_after then
+    redis.call('RPUSH', KEYS[6], items[i])
+    requeued = requeued + 1
   else
     redis.call('RPUSH', KEYS[2], items[i])
     requeued = requeued + 1

@@ -6,15 +6,29 @@
 -- next (Sidekiq's bulk_requeue). The list stays in the in-progress registry:
 -- a queue waiter's take that lands after this step must still be found by
 -- orphan recovery; the heartbeat's clean stop unregisters the lists left empty.
--- KEYS[1] = in-progress LIST, KEYS[2] = queue:<name>
--- ARGV = raw payloads whose ack is pending (removed, not requeued)
+-- A job already recovered from dead processes `isolate_after` times goes back
+-- to the queue's isolated list, not the queue: a clean stop must not undo its
+-- isolation (see recover_orphans.lua). Only read here, at shutdown, so
+-- decoding each job costs nothing per fetch.
+-- KEYS[1] = in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:orphan-counts HASH,
+-- KEYS[4] = the queue's isolated LIST
+-- ARGV[1] = isolate_after (recoveries), ARGV[2..] = raw payloads whose ack is pending (removed, not requeued)
 -- Returns the number of jobs requeued.
-for i = 1, #ARGV do
+local isolate_after = tonumber(ARGV[1])
+for i = 2, #ARGV do
   redis.call('LREM', KEYS[1], -1, ARGV[i])
 end
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 for i = 1, #items do
-  redis.call('RPUSH', KEYS[2], items[i])
+  local target = KEYS[2]
+  local ok, job = pcall(cjson.decode, items[i])
+  if ok and type(job) == 'table' and type(job['jid']) == 'string' then
+    local count = tonumber(redis.call('HGET', KEYS[3], job['jid']) or '0')
+    if count >= isolate_after then
+      target = KEYS[4]
+    end
+  end
+  redis.call('RPUSH', target, items[i])
 end
 redis.call('DEL', KEYS[1])
 return #items

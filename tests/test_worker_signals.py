@@ -137,3 +137,28 @@ def test_ttin_dumps_threads(workers, raw_redis):  # noqa: F811
     assert raw_redis.hget(identity, "quiet") == b"false"
     worker.send(signal.SIGTERM)
     assert worker.wait_exit(10) == 0
+
+
+def test_a_job_finishing_after_the_deadline_removes_its_pushed_back_copy(workers, raw_redis):  # noqa: F811
+    # The job outlives TIMEOUT, so the deadline requeues it; it then finishes before the process exits.
+    # Its copy on the queue must go, or the next worker runs it a second time.
+    worker_jobs.finish_when_requeued.delay("late")
+    worker = workers.start("-c", "2", overrides={"TIMEOUT": 1}, label="first")
+    wait_until(lambda: raw_redis.hget("t:starts", "late") == b"1", 20, "the job to start")
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(30) == 0
+    log = worker.log()
+    assert "pushed 1 job(s) back" in log
+    assert "finished after the shutdown deadline; removed its pushed-back copy from the queue" in log
+    assert counts(raw_redis).get("late") == 1
+    assert raw_redis.llen("queue:default") == 0 and not in_progress_items(raw_redis)
+
+    # A second worker has nothing of it to run: one thread, so a copy at the pop end would run before
+    # the job queued after it.
+    worker_jobs.record.delay("sentinel")
+    second = workers.start("-c", "1", label="second")
+    wait_until(lambda: counts(raw_redis).get("sentinel") == 1, 20, "the sentinel job")
+    assert counts(raw_redis).get("late") == 1
+    assert raw_redis.hget("t:starts", "late") == b"1"
+    second.send(signal.SIGTERM)
+    assert second.wait_exit(20) == 0

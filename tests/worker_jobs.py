@@ -122,3 +122,16 @@ def exits(key):
     """Calls sys.exit() inside the job: a failure of the job, not of the worker."""
     note(job="exits", key=key)
     sys.exit(3)
+
+
+@djwork.job
+def finish_when_requeued(key):
+    """Outlives its worker's shutdown deadline, then finishes as soon as the deadline's requeue put it back."""
+    client = conn()
+    client.hincrby(STARTS, str(key), 1)
+    if client.hget(STARTS, str(key)) == b"1":
+        for _ in range(6000):  # bounded: 60 s
+            if client.llen("queue:default"):
+                break
+            time.sleep(0.01)
+    _count(key)

@@ -20,6 +20,7 @@ class QueueSummary:
     size: int
     latency: float
     paused: bool
+    isolated: int = 0  # jobs recovered twice or more, waiting on djwork:isolated:<name> (not in `size`)
 
 
 class Queue:
@@ -49,18 +50,26 @@ class Queue:
             for name in names:
                 pipe.llen(keys.queue(name))
                 pipe.lindex(keys.queue(name), -1)
+                pipe.llen(keys.isolated(name))
             return pipe.execute(raise_on_error=False)
 
         replies = access.read(read)
         paused = _paused_names(replies[0])
         out = []
         for index, name in enumerate(names):
-            size, oldest = replies[1 + 2 * index], replies[2 + 2 * index]
-            out.append(QueueSummary(name, size if isinstance(size, int) else 0, _latency(oldest), name in paused))
+            size, oldest, isolated = replies[1 + 3 * index:4 + 3 * index]
+            out.append(QueueSummary(name, size if isinstance(size, int) else 0, _latency(oldest), name in paused,
+                                    isolated if isinstance(isolated, int) else 0))
         return out
 
     def size(self) -> int:
         reply = access.read(lambda conn: conn.pipeline(transaction=False).llen(self.key)
+                            .execute(raise_on_error=False)[0])
+        return reply if isinstance(reply, int) else 0
+
+    def isolated_size(self) -> int:
+        """Jobs of this queue recovered from dead processes twice or more, waiting to run one per process."""
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).llen(keys.isolated(self.name))
                             .execute(raise_on_error=False)[0])
         return reply if isinstance(reply, int) else 0
 

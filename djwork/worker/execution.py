@@ -23,6 +23,8 @@ from django.db.backends.signals import connection_created
 from djwork import dead, keys
 from djwork import redis as redis_layer
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
+from djwork.key_guard import quarantine_culprits
+from djwork.key_types import WrongTypeKey
 from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
@@ -236,7 +238,14 @@ class Executor:
         call = dead.file_failure(unit.in_progress_key or keys.queue(unit.queue), unit.raw, decision.target,
                                  decision.payload, decision.score, jid,
                                  from_in_progress=bool(unit.in_progress_key), config=self.config)
-        redis_layer.run(call.evaluate, idempotent=True)
+        try:
+            redis_layer.run(call.evaluate, idempotent=True)
+        except WrongTypeKey as error:
+            # `retry` or `dead` holding a STRING failed this filing every time, and the job stayed
+            # in progress until the worker stopped: move the named key aside, then file once more.
+            if not quarantine_culprits(error):
+                raise
+            redis_layer.run(call.evaluate, idempotent=True)
 
     def _bury_invalid(self, unit: UnitOfWork, acks: AckBuffer, reason: str) -> None:
         """A payload that is not a job: to `dead` inside a readable wrapper that keeps the raw text."""

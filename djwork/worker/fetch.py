@@ -17,7 +17,10 @@ atomically as fetch.lua does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +28,16 @@ from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Capsule
 from djwork.payload import StoredPayload, stored_payload
+
+logger = logging.getLogger("djwork.worker")
+
+# A job recovered from dead processes this many times is isolated: fetched at
+# most one per process at a time (IsolationGate), so that if it is what kills
+# its process, the next crash blames it alone and not the jobs beside it.
+ISOLATE_AFTER_RECOVERIES = 2
+# How long a finished-late mark waits for its copy to be fetched (seconds).
+FINISHED_LATE_TTL = 7 * 24 * 3600
+BROKEN_KEY_RELOG = 60.0  # seconds between two error lines for the same wrong-type key
 
 
 @dataclass(slots=True)
@@ -35,6 +48,7 @@ class UnitOfWork:
     queue_index: int
     raw: StoredPayload  # exactly as stored: bytes when not UTF-8 (payload.stored_payload)
     in_progress_key: str | None
+    isolated: bool = False  # taken from the queue's isolated list (recovered more than once)
     # Filled in by the processor and settled by Manager._release under one
     # lock acquisition: one contended lock per job instead of three.
     ack_jid: str | None = None
@@ -56,16 +70,63 @@ class Ack:
     jid: str
 
 
+class IsolationGate:
+    """One isolated job at a time per process, shared by every capsule's fetcher.
+
+    A token is reserved before a fetch (so two capsules fetching at once can't
+    both take one) and settled with what the fetch took; a finished isolated
+    job gives it back. An idle process's takers also look at the isolated
+    lists (their blocking take watches only the queue), at most once per
+    ``check_interval`` for the whole process.
+    """
+
+    def __init__(self, check_interval: float = 2.0) -> None:
+        self._lock = threading.Lock()
+        self._held = False
+        self.check_interval = check_interval
+        self._next_check = 0.0
+
+    def due(self) -> bool:
+        """Whether an idle taker should look at its isolated list now (at most once per interval)."""
+        with self._lock:
+            now = time.monotonic()
+            if self._held or now < self._next_check:
+                return False
+            self._next_check = now + self.check_interval
+            return True
+
+    def reserve(self) -> int:
+        with self._lock:
+            if self._held:
+                return 0
+            self._held = True
+            return 1
+
+    def settle(self, reserved: int, taken: int) -> None:
+        if reserved and not taken:
+            self.release()
+
+    def release(self) -> None:
+        with self._lock:
+            self._held = False
+
+
 class Fetcher:
     """Builds the key layout for one capsule and runs fetch/requeue against it."""
 
-    def __init__(self, identity: str, capsule: Capsule, reliable: bool) -> None:
+    def __init__(self, identity: str, capsule: Capsule, reliable: bool,
+                 isolation: IsolationGate | None = None) -> None:
         self.identity = identity
         self.capsule = capsule
         self.reliable = reliable
         self.queue_names = capsule.queue_names
         self.queue_keys = [keys.queue(name) for name in self.queue_names]
         self.in_progress_keys = [keys.in_progress(identity, name) for name in self.queue_names]
+        self.isolated_keys = [keys.isolated(name) for name in self.queue_names]
+        self.isolation = isolation or IsolationGate()
+        # Told of a key a fetch found of the wrong type (the key guard moves it aside).
+        self.on_broken_key: Callable[[str, str], bool] | None = None
+        self.broken_keys: dict[str, float] = {}  # key -> when last logged (monotonic)
         self.weights = [max(weight, 1) for _name, weight in capsule.queues]
         self._total_weight = sum(self.weights)
         self._credit = [0] * len(self.weights)  # the round-robin's running credit per queue (order())
@@ -97,10 +158,11 @@ class Fetcher:
         return [position + 1 for position in ordered]
 
     def script_keys(self, order: list[int]) -> list[str]:
-        layout = [keys.PAUSED, keys.ORPHAN_COUNTS]
+        layout = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE]
         for index in order:
             layout.append(self.queue_keys[index - 1])
             layout.append(self.in_progress_keys[index - 1])
+            layout.append(self.isolated_keys[index - 1])
         return layout
 
     def fetch(self, limit: int, acks: list[Ack]) -> list[UnitOfWork]:
@@ -111,26 +173,55 @@ class Fetcher:
         """
         order = self.order()
         position_of = {index: position for position, index in enumerate(order, start=1)}
-        args: list[Any] = [limit, "reliable" if self.reliable else "basic", len(acks)]
+        isolated_allowed = self.isolation.reserve() if self.reliable and limit > 0 else 0
+        args: list[Any] = [limit, "reliable" if self.reliable else "basic", len(acks), isolated_allowed]
         # Names in ARGV, in the order of their keys: no script derives a name from a key.
         args.extend(self.queue_names[index - 1] for index in order)
         for ack in acks:
             args.extend((position_of[ack.queue_index], ack.raw, ack.jid))
         script_keys = self.script_keys(order)
-        fetched, paused = self._connection.run(
-            lambda connection: scripts.evaluate_on_connection(connection, "fetch", script_keys, args))
+        try:
+            fetched, paused, broken, skipped = self._connection.run(
+                lambda connection: scripts.evaluate_on_connection(connection, "fetch", script_keys, args))
+        except BaseException:
+            # Unknown whether an isolated job was taken; a reconcile adopts it unflagged.
+            self.isolation.settle(isolated_allowed, 0)
+            raise
         self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
+        self._report_broken(broken)
+        for jid in skipped:
+            logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
+                           "shutdown deadline had pushed it back", _text(jid))
         work = []
         for offset in range(0, len(fetched), 2):
-            queue_index = order[int(fetched[offset]) - 1]
+            position = int(fetched[offset])
+            queue_index = order[abs(position) - 1]
             raw = fetched[offset + 1]
             work.append(UnitOfWork(
                 queue=self.queue_names[queue_index - 1],
                 queue_index=queue_index,
                 raw=stored_payload(raw),
                 in_progress_key=self.in_progress_keys[queue_index - 1] if self.reliable else None,
+                isolated=position < 0,
             ))
+        self.isolation.settle(isolated_allowed, sum(1 for unit in work if unit.isolated))
         return work
+
+    def _report_broken(self, broken: list[Any]) -> None:
+        """Log a key a fetch found of the wrong type (at most once a minute) and hand it to the key guard."""
+        now = time.monotonic()
+        for offset in range(0, len(broken), 2):
+            key, error = _text(broken[offset]), _text(broken[offset + 1])
+            if now - self.broken_keys.get(key, -BROKEN_KEY_RELOG) >= BROKEN_KEY_RELOG:
+                self.broken_keys[key] = now
+                logger.error("djwork: key %r: %s; its queue is skipped until the key guard moves the key aside",
+                             key, error)
+            if self.on_broken_key is not None:
+                try:
+                    if self.on_broken_key(key, error):
+                        self.broken_keys.pop(key, None)  # moved aside: a new streak logs again
+                except Exception:
+                    logger.exception("djwork: key guard could not repair %r", key)
 
     def close(self) -> None:
         """Drop the fetch connection (shutdown)."""
@@ -154,14 +245,63 @@ class Fetcher:
             for index in range(1, len(self.queue_names) + 1):
                 count += int(scripts.evaluate(
                     conn, "requeue",
-                    [self.in_progress_keys[index - 1], self.queue_keys[index - 1]],
-                    by_queue.get(index, []),
+                    [self.in_progress_keys[index - 1], self.queue_keys[index - 1], keys.ORPHAN_COUNTS,
+                     self.isolated_keys[index - 1]],
+                    [ISOLATE_AFTER_RECOVERIES, *by_queue.get(index, [])],
                 ))
             return count
 
         # Idempotent: a replay finds the acked jobs already gone and the list
         # already moved, so it pushes nothing twice.
         return int(redis_layer.run(run, idempotent=True))
+
+    def take_isolated(self, queue_index: int) -> StoredPayload | None:
+        """An idle taker's look at its queue's isolated list; None when not due or empty.
+
+        Not replayed: a lost reply may hide a job already moved to the
+        in-progress list, which the caller's reconcile adopts.
+        """
+        if not self.reliable or not self.isolation.due():
+            return None
+        reserved = self.isolation.reserve()
+        if not reserved:
+            return None
+        source, target = self.isolated_keys[queue_index - 1], self.in_progress_keys[queue_index - 1]
+        raw = None
+        try:
+            raw = redis_layer.run(lambda conn: conn.lmove(source, target, "RIGHT", "LEFT"), purpose="fetch")
+        finally:
+            self.isolation.settle(reserved, raw is not None)
+        return None if raw is None else stored_payload(raw)
+
+    def drop_if_finished_late(self, queue_index: int, raw: StoredPayload) -> bool:
+        """A taken copy of a job that already finished late (settle_late): drop it rather than run it twice.
+
+        Asked only when the take saw djwork:finished-late non-empty, so it costs
+        nothing per job otherwise.
+        """
+        dropped = redis_layer.run(lambda conn: scripts.evaluate(conn, "drop_finished_late", [
+            keys.FINISHED_LATE, self.in_progress_keys[queue_index - 1], keys.ORPHAN_COUNTS], [raw]),
+            idempotent=True, purpose="fetch")
+        if dropped:
+            logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
+                           "shutdown deadline had pushed it back", _text(dropped))
+        return bool(dropped)
+
+    def settle_late(self, unit: UnitOfWork) -> str:
+        """Remove the pushed-back copy of a job that finished after the shutdown deadline, in one step.
+
+        Returns "removed" (taken off its queue or isolated list), "acked" (the
+        requeue had not run yet: removed from the in-progress list instead) or
+        "marked" (the copy already left: fetch.lua drops it when it meets it).
+        Not replayed blindly: a replay after "removed" would mark a job that
+        no one will fetch, which only costs a hash field until it expires.
+        """
+        script_keys = [keys.queue(unit.queue), self.isolated_keys[unit.queue_index - 1],
+                       unit.in_progress_key or "", keys.FINISHED_LATE, keys.ORPHAN_COUNTS]
+        outcome = redis_layer.run(lambda conn: scripts.evaluate(
+            conn, "settle_late", script_keys, [unit.raw, unit.ack_jid or "", FINISHED_LATE_TTL]), idempotent=True)
+        return _text(outcome)
 
     def _push_back(self, unfinished: Sequence[UnitOfWork]) -> int:
         if not unfinished:
@@ -192,3 +332,6 @@ class Fetcher:
             for index, items in enumerate(lists, start=1)
         }
 
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

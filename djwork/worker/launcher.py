@@ -2,7 +2,8 @@
 
 Boot order: Lua scripts loaded, then the first heartbeat (a process must be
 visibly alive before it holds work, or orphan recovery would take its jobs),
-then history, heartbeat loop, managers, scheduled poller, reaper. A failure
+then history, heartbeat loop, key guard (its boot sweep moves a wrong-type
+key aside while the managers start), managers, scheduled poller, reaper. A failure
 half way rolls back what was started: the caller is about to drop its only
 reference, and started threads and a presence in Redis would outlive it.
 
@@ -33,10 +34,11 @@ from djwork import scripts
 from djwork.conf import Config
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
 from djwork.worker.execution import Executor
-from djwork.worker.fetch import Fetcher
+from djwork.worker.fetch import Fetcher, IsolationGate
 from djwork.worker.health import WorkerProbes, health_server
 from djwork.worker.heartbeat import Heartbeat
 from djwork.worker.history import HistoryRecorder
+from djwork.worker.key_guard import KeyGuard
 from djwork.worker.manager import Manager
 from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.reaper import Reaper
@@ -73,7 +75,9 @@ class Launcher:
         self._stopped = False
         self.boot_sleeper = Sleeper()
         reliable = config.fetch == "reliable"
-        fetchers = [Fetcher(self.identity, capsule, reliable) for capsule in config.capsules]
+        # One gate for the whole process: "one isolated job at a time" is about what dies with it.
+        isolation = IsolationGate(config.fetch_timeout)
+        fetchers = [Fetcher(self.identity, capsule, reliable, isolation) for capsule in config.capsules]
         in_progress_keys = [key for fetcher in fetchers for key in fetcher.in_progress_keys] if reliable else []
         self.history = HistoryRecorder(self.identity, config.history_max_length)
         executor = Executor(config, self.identity, self.history, self.work)
@@ -86,6 +90,10 @@ class Launcher:
                                    self.handle_remote_signal)
         self.poller = ScheduledPoller(config)
         self.reaper = Reaper(config, in_progress_keys)
+        self.key_guard = KeyGuard(config)
+        for fetcher in fetchers:
+            # A fetch that met a wrong-type key skips its queue; the guard moves the key aside.
+            fetcher.on_broken_key = lambda key, _error: self.key_guard.repair(key) is not None
         self.probes = WorkerProbes(config, self.heartbeat, self.state)
         # /live and /ready when HEALTH_PORT is set (a swarm child gets none: its parent serves them).
         self.health = health_server(config, self.probes.live, self.probes.ready)
@@ -143,6 +151,7 @@ class Launcher:
                     self.process.concurrency, ",".join(self.process.queues))
         self.history.start()
         self.heartbeat.start()
+        self.key_guard.start()
         for manager in self.managers:
             manager.start()
         self.poller.start()
@@ -209,6 +218,7 @@ class Launcher:
     def _release_components(self) -> None:
         try:
             self._guarded("reaper", self.reaper.stop)
+            self._guarded("key-guard", self.key_guard.stop)
             # Joined before clearing: a beat still in flight would SADD us back into
             # `processes` right after the SREM below.
             self._guarded("heartbeat", self.heartbeat.stop)

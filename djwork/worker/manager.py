@@ -201,7 +201,10 @@ class Manager:
     def _release(self, unit: UnitOfWork) -> None:
         """The job's slot, ack and counts, settled in one locked step (the per-job cost)."""
         slots, acks, dispatcher = self.slots, self.acks, self.dispatcher
+        if unit.isolated:
+            self.fetcher.isolation.release()
         with self.condition:
+            late = acks.abandoned and unit.ack_jid is not None
             acks.add(unit)
             self.processed += unit.processed
             self.failed += unit.failed
@@ -216,3 +219,19 @@ class Manager:
             # not on the condition: wake it so the ack goes out now, or a crash in
             # that window would run the finished job again.
             dispatcher.wake()
+        if late:
+            self._settle_late(unit)
+
+    def _settle_late(self, unit: UnitOfWork) -> None:
+        """A job done after the shutdown deadline requeued it: take its pushed-back copy out again."""
+        try:
+            outcome = self.fetcher.settle_late(unit)
+        except Exception:
+            logger.exception("djwork: job %s finished after the shutdown deadline, but its pushed-back copy "
+                             "could not be removed; it will run again", unit.ack_jid)
+            return
+        logger.warning("djwork: job %s finished after the shutdown deadline; %s", unit.ack_jid, {
+            "removed": "removed its pushed-back copy from the queue",
+            "acked": "it had not been pushed back yet, so nothing will run it again",
+            "marked": "its pushed-back copy had already left the queue: marked done so a fetch drops it",
+        }.get(outcome, outcome))

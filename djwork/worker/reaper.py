@@ -5,9 +5,11 @@ of in-progress lists; a list whose owner has not beaten for ORPHAN_THRESHOLD
 seconds (Redis's clock) is requeued atomically by recover_orphans.lua. A job
 recovered more than MAX_ORPHANINGS times is taken for one that kills
 whatever runs it (a poison pill): it goes to `dead` instead, with an error
-saying so, rather than crash every process that picks it up, forever. The count can't
-single out the culprit — every job running in a crashed process is counted —
-so the limit must stay above the crashes an innocent job might sit through.
+saying so, rather than crash every process that picks it up, forever. Every
+job running in a crashed process is counted, so a job recovered twice is
+isolated (recover_orphans.lua, fetch.lua): taken at most one per process at
+a time, so that later crashes count against the one suspect running beside
+fresh jobs, and the bystanders of a poison pill are not buried with it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
 from djwork.worker.component import PeriodicComponent
+from djwork.worker.fetch import ISOLATE_AFTER_RECOVERIES
 
 logger = logging.getLogger("djwork.worker")
 
@@ -68,7 +71,8 @@ class Reaper(PeriodicComponent):
         # Not replayed: a replay would count every job's orphaning twice.
         reply = redis_layer.run(lambda conn: scripts.evaluate(conn, "recover_orphans", [
             list_key, keys.queue(queue), keys.BEATS, keys.ORPHAN_COUNTS, keys.IN_PROGRESS_REGISTRY,
-        ], [identity, self.config.orphan_threshold, self.config.max_orphanings]))
+            keys.isolated(queue),
+        ], [identity, self.config.orphan_threshold, self.config.max_orphanings, ISOLATE_AFTER_RECOVERIES]))
         if int(reply[0]) == 0:
             return 0
         requeued = int(reply[1])

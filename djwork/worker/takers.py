@@ -27,7 +27,9 @@ from typing import Any
 
 from djwork import keys, scripts
 from djwork import redis as redis_layer
+from djwork.key_types import WrongTypeKey
 from djwork.payload import StoredPayload, stored_payload
+from djwork.worker import key_guard as worker_key_guard
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
 from djwork.worker.fetch import Fetcher, UnitOfWork
@@ -58,6 +60,7 @@ class QueueTaker:
         self.in_progress_key = fetcher.in_progress_keys[queue_index - 1]
         self.connection: Any = None
         self.client_id: int | None = None
+        self.wrong_type_streak = False  # failing on a key of the wrong type: logged once per streak
         self._lock = threading.Lock()
 
     def connect(self) -> int:
@@ -86,27 +89,37 @@ class QueueTaker:
         else:
             take = ("BRPOP", self.queue_key, timeout)
         try:
-            taken, paused = redis_layer.exchange(connection, [take, ("SISMEMBER", keys.PAUSED, self.queue)])
+            taken, paused, finished_late = redis_layer.exchange(connection, [
+                take, ("SISMEMBER", keys.PAUSED, self.queue), ("EXISTS", keys.FINISHED_LATE)])
         except BaseException:
             with self._lock:
                 self._drop()
             raise
-        for reply in (taken, paused):
+        for reply, candidates in ((taken, [self.queue_key, self.in_progress_key]), (paused, [keys.PAUSED])):
             if isinstance(reply, Exception):
-                raise reply  # e.g. WRONGTYPE: queue:<name> is not a list
+                # WRONGTYPE names no key: say which. A refused take moved nothing; a failed
+                # paused check follows a take that ran (a job may be on our in-progress list).
+                error = scripts.named_on_connection(connection, reply, f"the wait on queue {self.queue}", candidates)
+                if isinstance(error, WrongTypeKey) and not error.keys:
+                    with self._lock:
+                        self._drop()  # the TYPE lookup may have failed and closed the socket: redial, new id
+                raise error
         if taken is not None and not self.fetcher.reliable:
             taken = taken[1]
         if isinstance(taken, bytes):
             taken = stored_payload(taken)
+            if finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(self.queue_index, taken):
+                taken = None
         return taken, bool(paused)
 
     def is_paused(self) -> bool:
         return bool(redis_layer.run(lambda conn: conn.sismember(keys.PAUSED, self.queue), idempotent=True))
 
-    def give_back(self, raw: StoredPayload) -> None:
-        """Return a job taken but not run to the pop end of its queue, where it was taken from."""
+    def give_back(self, raw: StoredPayload, isolated: bool = False) -> None:
+        """Return a job taken but not run to the pop end of the list it was taken from."""
         if self.fetcher.reliable:
-            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [self.in_progress_key, self.queue_key],
+            source = self.fetcher.isolated_keys[self.queue_index - 1] if isolated else self.queue_key
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [self.in_progress_key, source],
                                                           [raw]), idempotent=True, purpose="fetch")
         else:
             # Basic fetch already popped it: a lost reply here loses it, as basic fetch accepts.
@@ -297,8 +310,14 @@ class Takers:
         error: BaseException | None = None
         with self.condition:
             self.blocked[me] = taker.client_id
+        isolated = False
         try:
-            taken, paused = taker.take(self.fetch_timeout)
+            # Recovered jobs isolated after repeated crashes wait on their own list,
+            # which the blocking take below doesn't watch (fetch.py, IsolationGate).
+            taken = self.fetcher.take_isolated(taker.queue_index)
+            isolated = taken is not None
+            if not isolated:
+                taken, paused = taker.take(self.fetch_timeout)
         except Exception as caught:
             error = caught
         unit: UnitOfWork | None = None
@@ -306,10 +325,11 @@ class Takers:
             self.blocked.pop(me, None)
             if taken is not None and not paused and not slots.quieted and slots.free > 0:
                 unit = taker.unit(taken)
+                unit.isolated = isolated
                 slots.start_running((unit,), held=0)
             if taken is None or unit is not None:
                 slots.unreserve(taker.queue_index)
-            if error is not None and self.fetcher.reliable:
+            if error is not None and self.fetcher.reliable and not _refused_take(error, taker):
                 # The lost reply may hide a job already on our in-progress list.
                 self.acks.reply_lost()
         if unit is not None:
@@ -318,18 +338,35 @@ class Takers:
             self.stand_down()
             self.on_arrival()
         elif taken is not None:
-            self._give_back(taker, taken)
-        if error is not None:
+            if isolated:
+                self.fetcher.isolation.release()
+            self._give_back(taker, taken, isolated)
+        if isinstance(error, WrongTypeKey):
+            self._repair(taker, error)
+        elif error is not None:
             logger.warning("djwork: waiting on queue %s failed: %s", taker.queue, error)
+        elif taker.wrong_type_streak:
+            taker.wrong_type_streak = False
+            logger.info("djwork: waiting on queue %s works again", taker.queue)
+        if error is not None:
             self.on_arrival()
             self._pause_quietly(FETCH_ERROR_PAUSE)
         return paused
 
-    def _give_back(self, taker: QueueTaker, raw: StoredPayload) -> None:
+    def _repair(self, taker: QueueTaker, error: WrongTypeKey) -> None:
+        """Have the key guard move the key aside; logged once per streak, not on every retry each second."""
+        if not taker.wrong_type_streak:
+            taker.wrong_type_streak = True
+            logger.error("djwork: waiting on queue %s failed: %s; quarantining the key and retrying every %.0fs",
+                         taker.queue, error, FETCH_ERROR_PAUSE)
+        for key in error.keys or (taker.queue_key,):
+            worker_key_guard.repair(key, error.expected.get(key))
+
+    def _give_back(self, taker: QueueTaker, raw: StoredPayload, isolated: bool = False) -> None:
         # The slot stays held until the job is back on its queue: a reconcile
         # meanwhile would see it on our in-progress list and run it.
         try:
-            taker.give_back(raw)
+            taker.give_back(raw, isolated)
         except Exception as error:
             logger.warning("djwork: could not give back a job taken from %s (%s); reconciling", taker.queue, error)
             with self.condition:
@@ -340,3 +377,8 @@ class Takers:
             with self.condition:
                 self.slots.unreserve(taker.queue_index)
             self.on_arrival()
+
+
+def _refused_take(error: BaseException, taker: QueueTaker) -> bool:
+    """The take itself was refused (its key holds the wrong type): it moved nothing, there is nothing to reconcile."""
+    return isinstance(error, WrongTypeKey) and bool({taker.queue_key, taker.in_progress_key} & set(error.keys))

@@ -1,0 +1,29 @@
+-- settle_late: a job finished after its process's shutdown deadline had pushed it back.
+-- Its copy must not run a second time: take it off the queue (or the isolated
+-- list) if it is still there; if the requeue has not run yet, remove it from
+-- the in-progress list as a normal ack would; else its copy has already left
+-- (another worker fetched it, or orphan recovery has yet to return it), so
+-- mark the jid in djwork:finished-late for fetch.lua to drop the copy it meets.
+-- The basic fetch mode passes '' for the in-progress list.
+-- KEYS[1] = queue:<name>, KEYS[2] = its isolated LIST, KEYS[3] = in-progress LIST or '',
+-- KEYS[4] = djwork:finished-late HASH, KEYS[5] = djwork:orphan-counts HASH
+-- ARGV[1] = raw payload, ARGV[2] = jid, ARGV[3] = mark TTL seconds
+-- Returns "removed", "acked", "marked" or (a job without a jid) a sentence saying so.
+local payload, jid = ARGV[1], ARGV[2]
+local function retire()
+  if jid ~= '' then redis.call('HDEL', KEYS[5], jid) end
+end
+if redis.call('LREM', KEYS[1], -1, payload) > 0 or redis.call('LREM', KEYS[2], -1, payload) > 0 then
+  retire()
+  return 'removed'
+end
+if KEYS[3] ~= '' and redis.call('LREM', KEYS[3], -1, payload) > 0 then
+  retire()
+  return 'acked'
+end
+if jid == '' then
+  return 'no jid to mark: its copy may run again'
+end
+redis.call('HSET', KEYS[4], jid, redis.call('TIME')[1])
+redis.call('EXPIRE', KEYS[4], tonumber(ARGV[3]))
+return 'marked'

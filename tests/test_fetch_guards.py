@@ -1,0 +1,197 @@
+"""fetch.lua's guards, against the private Redis: isolated recovered jobs, late-finished copies, wrong-type keys.
+
+Each drives the real scripts through a real ``Fetcher``; worker-level
+versions live in tests/test_worker_crash.py and tests/chaos/.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from djwork import keys, scripts
+from djwork.conf import Capsule
+from djwork.worker.fetch import ISOLATE_AFTER_RECOVERIES, Fetcher, IsolationGate, UnitOfWork
+from tests import worker_jobs
+from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until, workers  # noqa: F401
+
+IDENTITY = "host:1:guards"
+
+
+def _job(jid: str, queue: str = "default") -> bytes:
+    return json.dumps({"class": "tests.worker_jobs.record", "args": [jid], "jid": jid, "queue": queue,
+                       "retry": True, "created_at": 1.0, "enqueued_at": 1.0}).encode()
+
+
+def _fetcher(*queues: str, gate: IsolationGate | None = None) -> Fetcher:
+    return Fetcher(IDENTITY, Capsule("default", 10, tuple((name, 0) for name in queues)), True, gate)
+
+
+def _jids(units: list[UnitOfWork]) -> list[str]:
+    return [json.loads(unit.raw)["jid"] for unit in units]
+
+
+@pytest.fixture
+def fetchers():
+    made: list[Fetcher] = []
+
+    def make(*queues: str, gate: IsolationGate | None = None) -> Fetcher:
+        made.append(_fetcher(*queues, gate=gate))
+        return made[-1]
+
+    yield make
+    for fetcher in made:
+        fetcher.close()
+
+
+# --- isolation -----------------------------------------------------------------------------
+def _recover(raw_redis, items: list[bytes], max_orphanings: int = 3) -> list:
+    dead_identity = "host:2:dead"
+    in_progress = keys.in_progress(dead_identity, "default")
+    raw_redis.rpush(in_progress, *items)
+    raw_redis.sadd(keys.IN_PROGRESS_REGISTRY, in_progress)
+    return scripts.evaluate(raw_redis, "recover_orphans", [
+        in_progress, keys.queue("default"), keys.BEATS, keys.ORPHAN_COUNTS, keys.IN_PROGRESS_REGISTRY,
+        keys.isolated("default")], [dead_identity, 1, max_orphanings, ISOLATE_AFTER_RECOVERIES])
+
+
+def test_a_job_recovered_twice_is_isolated_and_a_first_recovery_goes_back_to_its_queue(raw_redis):
+    raw_redis.hset(keys.ORPHAN_COUNTS, "twice", 1)  # recovered once before
+    reply = _recover(raw_redis, [_job("once"), _job("twice")])
+    assert reply[:2] == [1, 2]
+    assert raw_redis.lrange(keys.queue("default"), 0, -1) == [_job("once")]
+    assert raw_redis.lrange(keys.isolated("default"), 0, -1) == [_job("twice")]
+    assert raw_redis.hget(keys.ORPHAN_COUNTS, "twice") == b"2"
+
+
+def test_a_fetch_takes_at_most_one_isolated_job_per_process_until_it_finishes(raw_redis, fetchers):
+    raw_redis.rpush(keys.isolated("default"), _job("suspect-1"), _job("suspect-2"))
+    raw_redis.rpush(keys.queue("default"), _job("fresh-1"), _job("fresh-2"))
+    gate = IsolationGate()
+    fetcher, other_capsule = fetchers("default", gate=gate), fetchers("default", gate=gate)
+
+    first = fetcher.fetch(10, [])
+    assert [unit.isolated for unit in first] == [True, False, False]
+    assert _jids(first) == ["suspect-2", "fresh-2", "fresh-1"]
+    # Another capsule of the same process: the gate is shared, so no second suspect.
+    raw_redis.rpush(keys.queue("default"), _job("fresh-3"))
+    assert _jids(other_capsule.fetch(10, [])) == ["fresh-3"]
+    assert raw_redis.lrange(keys.isolated("default"), 0, -1) == [_job("suspect-1")]
+
+    gate.release()  # the isolated job finished (Manager._release)
+    second = fetcher.fetch(10, [])
+    assert _jids(second) == ["suspect-1"] and second[0].isolated
+
+
+def test_the_shutdown_requeue_keeps_an_isolated_job_isolated(raw_redis, fetchers):
+    raw_redis.hset(keys.ORPHAN_COUNTS, "suspect", ISOLATE_AFTER_RECOVERIES)
+    raw_redis.rpush(keys.isolated("default"), _job("suspect"))
+    raw_redis.rpush(keys.queue("default"), _job("fresh"))
+    fetcher = fetchers("default")
+    assert len(fetcher.fetch(10, [])) == 2
+    assert fetcher.requeue([]) == 2
+    assert raw_redis.lrange(keys.queue("default"), 0, -1) == [_job("fresh")]
+    assert raw_redis.lrange(keys.isolated("default"), 0, -1) == [_job("suspect")]
+
+
+def test_an_idle_taker_looks_at_the_isolated_list_at_most_once_per_interval(raw_redis, fetchers):
+    gate = IsolationGate(check_interval=3600)
+    fetcher = fetchers("default", gate=gate)
+    assert fetcher.take_isolated(1) is None  # due, but empty: the look is spent
+    raw_redis.rpush(keys.isolated("default"), _job("suspect"))
+    assert fetcher.take_isolated(1) is None  # not due again within the interval
+    gate._next_check = 0.0
+    assert json.loads(fetcher.take_isolated(1))["jid"] == "suspect"
+    assert raw_redis.lrange(keys.in_progress(IDENTITY, "default"), 0, -1) == [_job("suspect")]
+    gate._next_check = 0.0
+    raw_redis.rpush(keys.isolated("default"), _job("suspect-2"))
+    assert fetcher.take_isolated(1) is None  # one isolated job at a time
+
+
+# --- a job that finished after the shutdown deadline pushed it back -------------------------------
+def _late_unit(fetcher: Fetcher, jid: str) -> UnitOfWork:
+    unit = UnitOfWork("default", 1, _job(jid), fetcher.in_progress_keys[0])
+    unit.acknowledge(jid)
+    return unit
+
+
+def test_a_late_finish_removes_its_pushed_back_copy(raw_redis, fetchers):
+    fetcher = fetchers("default")
+    raw_redis.rpush(keys.queue("default"), _job("other"), _job("late"))
+    assert fetcher.settle_late(_late_unit(fetcher, "late")) == "removed"
+    assert raw_redis.lrange(keys.queue("default"), 0, -1) == [_job("other")]
+    assert not raw_redis.exists(keys.FINISHED_LATE)
+
+
+def test_a_late_finish_before_the_requeue_acks_it(raw_redis, fetchers):
+    fetcher = fetchers("default")
+    raw_redis.rpush(fetcher.in_progress_keys[0], _job("late"))
+    assert fetcher.settle_late(_late_unit(fetcher, "late")) == "acked"
+    assert not raw_redis.exists(fetcher.in_progress_keys[0], keys.FINISHED_LATE)
+    assert fetcher.requeue([]) == 0
+
+
+def test_a_copy_that_left_the_queue_is_marked_and_dropped_by_the_fetch_that_meets_it(raw_redis, fetchers, caplog):
+    fetcher = fetchers("default")
+    assert fetcher.settle_late(_late_unit(fetcher, "late")) == "marked"
+    assert raw_redis.hexists(keys.FINISHED_LATE, "late")
+    assert raw_redis.ttl(keys.FINISHED_LATE) > 0
+    # Orphan recovery returns the copy later; the next fetch drops it and takes the rest.
+    raw_redis.rpush(keys.queue("default"), _job("after"), _job("late"))
+    raw_redis.hset(keys.ORPHAN_COUNTS, "late", 1)
+    with caplog.at_level(logging.WARNING, logger="djwork.worker"):
+        units = fetcher.fetch(10, [])
+    assert _jids(units) == ["after"]
+    assert "dropped a copy of job late" in caplog.text
+    assert raw_redis.lrange(fetcher.in_progress_keys[0], 0, -1) == [_job("after")]
+    assert not raw_redis.exists(keys.FINISHED_LATE) and not raw_redis.hexists(keys.ORPHAN_COUNTS, "late")
+
+
+# --- wrong-type keys ------------------------------------------------------------------------------
+def test_a_wrong_type_queue_key_fails_only_its_queue_and_names_the_key(raw_redis, fetchers, caplog):
+    raw_redis.set(keys.queue("default"), "x")
+    raw_redis.rpush(keys.queue("low"), _job("low-1", "low"), _job("low-2", "low"))
+    fetcher = fetchers("default", "low")
+    reported: list[str] = []
+    fetcher.on_broken_key = lambda key, error: reported.append(key) or False
+    with caplog.at_level(logging.ERROR, logger="djwork.worker"):
+        units = fetcher.fetch(10, [])
+        again = fetcher.fetch(10, [])
+    assert sorted(_jids(units)) == ["low-1", "low-2"] and again == []
+    assert "queue:default" in reported
+    assert "key 'queue:default'" in caplog.text and "WRONGTYPE" in caplog.text
+    # Logged once per streak, however often the fetch meets it.
+    assert caplog.text.count("key 'queue:default'") == 1
+
+
+def test_a_wrong_type_paused_set_does_not_stop_the_fetch(raw_redis, fetchers):
+    raw_redis.set(keys.PAUSED, "x")
+    raw_redis.rpush(keys.queue("default"), _job("one"))
+    assert _jids(fetchers("default").fetch(10, [])) == ["one"]
+
+
+@pytest.mark.slow
+def test_an_idle_workers_taker_drops_a_copy_marked_finished_late(workers, raw_redis):  # noqa: F811
+    raw_redis.hset(keys.FINISHED_LATE, "late", 1)
+    worker = workers.start("-c", "1", "-q", "default")
+    wait_until(lambda: blocked_takers(raw_redis), 20, "the worker's taker blocked on the empty queue")
+    # The copy is taken by the blocked taker (not a fetch), then the sentinel after it.
+    raw_redis.lpush(keys.queue("default"), _job("late"))
+    worker_jobs.record.delay("sentinel")
+    wait_until(lambda: counts(raw_redis).get("sentinel") == 1, 20, "the sentinel job")
+    assert "late" not in counts(raw_redis)
+    assert "dropped a copy of job late" in worker.log()
+    assert not raw_redis.exists(keys.FINISHED_LATE) and not in_progress_items(raw_redis)
+
+
+def test_queue_reads_count_isolated_jobs_apart(raw_redis):
+    from djwork.api import Queue
+
+    raw_redis.sadd(keys.QUEUES, "default")
+    raw_redis.rpush(keys.queue("default"), _job("fresh"))
+    raw_redis.rpush(keys.isolated("default"), _job("suspect-1"), _job("suspect-2"))
+    (summary,) = Queue.all()
+    assert (summary.size, summary.isolated) == (1, 2)
+    assert Queue("default").isolated_size() == 2
