@@ -22,6 +22,11 @@ block of Redis work is re-run only when that is provably safe:
 * pool exhaustion (no connection free within ``POOL_TIMEOUT``): once, and
   under the same "no round trip yet" rule for a non-idempotent block.
 
+With a ``redis+sentinel://`` REDIS_URL every connection goes to the master
+Sentinel names, and leaves a server Sentinel stopped naming before its next
+command (djwork.redis_connections.MasterWatch); READONLY from a demoted
+master is a failover reply like the others, never a ConnectionError.
+
 redis-py's own retry is switched off on every pool (``Retry(NoBackoff(), 0)``),
 because it re-sends the in-flight command after a reconnect — exactly the
 replay this module exists to control. Every retry, refusal and give-up is
@@ -66,6 +71,7 @@ from djwork.redis_connections import (
     CountingUnixConnection,
     PoolExhaustedError,
     connection_kwargs_from_cache,
+    is_failover_reply,
     round_trips,
 )
 from djwork.redis_policy import Attempt, RedisEvent, RedisLayer, add_listener, remove_listener
@@ -161,7 +167,10 @@ def exchange(connection: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     (error replies come back as exception objects in their place) without
     building a Pipeline object, which costs more client CPU than a push. Any
     other failure disconnects, so a half-read socket is never used again,
-    and propagates to the caller.
+    and propagates to the caller. When *every* reply is a failover refusal
+    (READONLY, NOREPLICAS, LOADING, ...) the first is raised instead: nothing
+    ran, and raised inside a ``run()`` block it is replayed on the new
+    primary, where returned it would reach the caller as a plain error.
     """
     try:
         connection.send_packed_command(connection.pack_commands(commands))
@@ -171,10 +180,12 @@ def exchange(connection: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
                 replies.append(connection.read_response())
             except ResponseError as error:
                 replies.append(error)
-        return replies
     except BaseException:
         connection.disconnect()
         raise
+    if replies and all(isinstance(reply, ResponseError) and is_failover_reply(reply) for reply in replies):
+        raise replies[0]
+    return replies
 
 
 def dedicated_connection(purpose: str = "fetch", layer: RedisLayer | None = None) -> Any:
@@ -197,8 +208,11 @@ class DedicatedConnection:
     it is checked for EOF, as redis-py's pool checks a connection it lends,
     so a socket the server closed (restart, idle timeout) is redialled
     instead of failing after the send. A failed dial is retried once (the
-    command never left this host); any later failure drops the connection
-    and propagates, since the command may have run.
+    command never left this host), and so is a failover reply (READONLY,
+    NOREPLICAS, ...: the server refused the command) to a block that had no
+    other reply yet, on a new connection, which reaches the new primary (or
+    asks Sentinel where it is). Any other failure drops the connection and
+    propagates, since the command may have run.
     """
 
     def __init__(self, purpose: str, layer: RedisLayer | None = None) -> None:
@@ -209,15 +223,20 @@ class DedicatedConnection:
     def run(self, block: Callable[[Any], T]) -> T:
         for attempt in (1, 2):
             connection = self._open()
+            odometer = round_trips()
             try:
                 return block(connection)
-            except ConnectPhaseError as error:
+            except (ConnectPhaseError, ResponseError) as error:
                 self.close()
+                reason = "connect" if isinstance(error, ConnectPhaseError) else "failover"
+                # A refusal after another reply of the block: what that one did may not bear repeating.
+                if reason == "failover" and (not is_failover_reply(error) or round_trips() != odometer):
+                    raise
                 layer = self._layer or get_layer()
                 if attempt == 2:
-                    layer.notify(RedisEvent("gave_up", "connect", error, attempt, self.purpose, False))
+                    layer.notify(RedisEvent("gave_up", reason, error, attempt, self.purpose, False))
                     raise
-                layer.notify(RedisEvent("retry", "connect", error, attempt, self.purpose, False))
+                layer.notify(RedisEvent("retry", reason, error, attempt, self.purpose, False))
             except BaseException:
                 self.close()
                 raise

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.checks import CheckMessage, Error
 
@@ -183,6 +184,101 @@ def sequence(value: Any) -> tuple[Any, ...]:
 
 def anything(value: Any) -> Any:
     return value
+
+
+# --- Redis Sentinel URLs -------------------------------------------------------
+SENTINEL_SCHEME = "redis+sentinel"
+SENTINEL_PORT = 26379
+SENTINEL_HINT = ("Use redis+sentinel://[:password@]host:port[,host:port...]/service_name[/db], e.g."
+                 " redis+sentinel://s1:26379,s2:26379,s3:26379/mymaster/0.")
+# Query options of a sentinel URL -> the parser of their value. Timeouts replace CONNECT_TIMEOUT and
+# SOCKET_TIMEOUT for this server (a blocking fetch still gets FETCH_TIMEOUT on top) and are what the
+# sentinels are asked with; sentinel_* authenticate to the sentinels, which keep passwords of their own.
+SENTINEL_OPTIONS: dict[str, Callable[[str], Any]] = {
+    "sentinel_username": str,
+    "sentinel_password": str,
+    "socket_timeout": float,
+    "socket_connect_timeout": float,
+    "master_check_interval": float,
+}
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    """A parsed ``redis+sentinel://`` URL: where the sentinels are and which master they watch."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service_name: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # SENTINEL_OPTIONS given in the query
+
+
+def is_sentinel_url(value: Any) -> bool:
+    return isinstance(value, str) and value.lower().startswith(f"{SENTINEL_SCHEME}://")
+
+
+def _sentinel_address(entry: str) -> tuple[str, int]:
+    host, port = entry, ""
+    if entry.startswith("["):  # [::1]:26379
+        host, _, rest = entry[1:].partition("]")
+        port = rest.removeprefix(":")
+    elif entry.count(":") == 1:
+        host, _, port = entry.partition(":")
+    if not host:
+        raise Invalid(f"a sentinel address with a host, not {entry!r}")
+    if not port:
+        return host, SENTINEL_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise Invalid(f"a sentinel address with a TCP port, not {entry!r}")
+    return host, int(port)
+
+
+def sentinel_url(value: Any) -> SentinelUrl:
+    """``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service_name[/db][?option=...]``.
+
+    The user and password are the master's; a host without a port is on 26379.
+    """
+    if not is_sentinel_url(value):
+        raise Invalid(f"a {SENTINEL_SCHEME}:// URL")
+    parts = urlsplit(value)
+    # urlsplit's .hostname/.port can't read a list of hosts: split the netloc by hand.
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = credentials.partition(":")
+    entries = [entry.strip() for entry in hosts.split(",")]
+    if not any(entries):
+        raise Invalid("a sentinel URL naming at least one sentinel host:port")
+    if not all(entries):
+        raise Invalid("a sentinel URL without an empty host between commas")
+    sentinels = tuple(_sentinel_address(entry) for entry in entries)
+    path = parts.path.split("/")
+    if len(path) < 2 or not path[1]:
+        raise Invalid("a sentinel URL naming the master's service name after the hosts (.../mymaster/0)")
+    if len(path) > 3 or (len(path) == 3 and not path[2].isdigit()):
+        raise Invalid(f"a sentinel URL whose path is /service_name[/db] with a numeric db, not {parts.path!r}")
+    options: dict[str, Any] = {}
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name not in SENTINEL_OPTIONS:
+            raise Invalid(f"a sentinel URL whose query options are among {', '.join(SENTINEL_OPTIONS)};"
+                          f" {name!r} is not")
+        try:
+            options[name] = SENTINEL_OPTIONS[name](values[-1])
+        except ValueError:
+            raise Invalid(f"a sentinel URL whose {name} is a number, not {values[-1]!r}") from None
+        if isinstance(options[name], float) and not options[name] > 0:
+            raise Invalid(f"a sentinel URL whose {name} is a number > 0, not {values[-1]!r}")
+    return SentinelUrl(sentinels, unquote(path[1]), int(path[2]) if len(path) == 3 else 0,
+                       unquote(username) or None, unquote(password) or None, options)
+
+
+def check_sentinel_url(url: str, what: str = "DJWORK['REDIS_URL']") -> list[CheckMessage]:
+    """The one error (djwork.E002) of a ``redis+sentinel://`` URL that can't be used."""
+    try:
+        sentinel_url(url)
+    except Invalid as problem:
+        return [Error(f"{what} must be {problem}, got {url!r}.", hint=SENTINEL_HINT, id="djwork.E002")]
+    return []
 
 
 # --- queues and capsules -------------------------------------------------------

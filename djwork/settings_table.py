@@ -11,7 +11,10 @@ id, an existing id is never reused for another meaning.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
+
+from django.core.checks import CheckMessage
 
 from djwork.settings_checks import (
     QUEUES_HINT,
@@ -29,10 +32,12 @@ from djwork.settings_kinds import (
     SettingSpec,
     address,
     anything,
+    check_sentinel_url,
     count,
     count_or_zero,
     extra_capsules,
     flag,
+    is_sentinel_url,
     keyword_arguments,
     name_map,
     one_of,
@@ -48,14 +53,26 @@ from djwork.settings_kinds import (
     text,
 )
 
+
+def check_redis_url_setting(spec: SettingSpec, values: Mapping[str, Any],
+                            given: Mapping[str, Any]) -> list[CheckMessage]:
+    """REDIS_URL: a sentinel URL by its own parser (a list of hosts is no URL urllib can read), any other as usual."""
+    if values["CACHE"] is None and is_sentinel_url(values[spec.name]):
+        return check_sentinel_url(values[spec.name])
+    return check_url_setting(spec, values, given)
+
+
 IMPORT_HINT = "Give a dotted path to a class or function (e.g. 'myapp.middleware.Tracing') or the object itself."
 
 SETTINGS: tuple[SettingSpec, ...] = (
     # --- Connection ---
     SettingSpec(
         "REDIS_URL", "redis://localhost:6379/0", text, "djwork.E002", URL_HINT, "Connection",
-        "The Redis server. `redis://[:password@]host:port/db`, `rediss://` for TLS, `unix:///path/redis.sock?db=N`."
-        " Ignored when `CACHE` is set.", check=check_url_setting),
+        "The Redis server. `redis://[:password@]host:port/db`, `rediss://` for TLS, `unix:///path/redis.sock?db=N`,"
+        " or a master watched by Redis Sentinel: `redis+sentinel://[:password@]host:port[,host:port...]/service/db`"
+        " (options `sentinel_password`, `sentinel_username`, `socket_timeout`, `socket_connect_timeout`,"
+        " `master_check_interval`; docs/deployment.md). Ignored when `CACHE` is set.",
+        check=check_redis_url_setting),
     SettingSpec(
         "CACHE", None, optional_text, "djwork.E003",
         "Point CACHE at a django_redis.cache.RedisCache (or Django's RedisCache) alias.", "Connection",
