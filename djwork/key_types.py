@@ -41,6 +41,8 @@ FIXED_TYPES: dict[str, str] = {
     keys.FINISHED_LATE: "hash",
     keys.HISTORY: "stream",
     keys.QUARANTINE_INDEX: "zset",
+    keys.LIMITERS: "zset",
+    keys.LIMITER_HOLDINGS: "zset",
 }
 
 # Name patterns that say the type by themselves: (prefix, type).
@@ -50,6 +52,13 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.stat_failed_day(""), "string"),
     (keys.RESULT_PREFIX, "hash"),
     (keys.ISOLATED_PREFIX, "list"),
+    # Limiters' keys (a limiter's state key is a HASH or a ZSET by kind, so it is not placed).
+    (keys.LIMITER_PREFIX, "hash"),
+    (keys.limiter_stats(""), "hash"),
+    (keys.limiter_holders(""), "zset"),
+    (keys.limiter_owners(""), "hash"),
+    (keys.limiter_waiters(""), "zset"),
+    (keys.limiter_waiting(""), "hash"),
 )
 
 

@@ -113,3 +113,50 @@ QUARANTINE_PREFIX = "djwork:quarantine:"  # + <key>:<ms>:<random>: a key that he
 QUARANTINE_INDEX = "djwork:quarantine"  # ZSET copy name -> ms it was moved (5 copies per key kept at most)
 QUARANTINE_TTL = 30 * 24 * 3600
 
+
+# --- rate limiters (docs/limiters.md) --------------------------------------------
+# Per-limiter keys put the name last, after a prefix no name can contain (names are
+# [A-Za-z0-9_.:-]), so limiter "a:stats" can never collide with limiter "a"'s stats.
+LIMITERS = "djwork:limiters"  # ZSET limiter name -> expiry (Redis time); swept on use
+LIMITER_HOLDINGS = "djwork:limiter-holdings"  # ZSET, scores 0: "<identity>\t<name>\t<token>" per held slot
+LIMITER_PREFIX = "djwork:limiter:"  # HASH metadata: kind size interval ttl wait_timeout lock_timeout config
+
+
+def limiter(name: str) -> str:
+    """HASH ``djwork:limiter:<name>``: the limiter's metadata, expiring ttl after its last refresh."""
+    return f"{LIMITER_PREFIX}{name}"
+
+
+def limiter_stats(name: str) -> str:
+    """HASH ``djwork:limiter-stats:<name>``: held held_us immediate waited wait_us over overages ..."""
+    return f"djwork:limiter-stats:{name}"
+
+
+def limiter_state(name: str) -> str:
+    """``djwork:limiter-state:<name>``: HASH period/used (bucket), level/at (leaky, points); ZSET log (window)."""
+    return f"djwork:limiter-state:{name}"
+
+
+def limiter_holders(name: str) -> str:
+    """ZSET ``djwork:limiter-holders:<name>``: token -> lease end (concurrent)."""
+    return f"djwork:limiter-holders:{name}"
+
+
+def limiter_owners(name: str) -> str:
+    """HASH ``djwork:limiter-owners:<name>``: token -> "identity\\tjid\\tacquired_at" (concurrent)."""
+    return f"djwork:limiter-owners:{name}"
+
+
+def limiter_waiters(name: str) -> str:
+    """ZSET ``djwork:limiter-waiters:<name>``: token -> arrival, the waiting list in order."""
+    return f"djwork:limiter-waiters:{name}"
+
+
+def limiter_waiting(name: str) -> str:
+    """HASH ``djwork:limiter-waiting:<name>``: token -> "deadline\\tidentity\\tjid"."""
+    return f"djwork:limiter-waiting:{name}"
+
+
+def limiter_wake(name: str, token: str) -> str:
+    """LIST ``djwork:limiter-wake:<name>|<token>``: one waiter's wake-up, pushed when it is granted a slot."""
+    return f"djwork:limiter-wake:{name}|{token}"

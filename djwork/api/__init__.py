@@ -24,3 +24,15 @@ __all__ = [
     "ScheduledSet", "SortedEntry", "StaleEntry", "Stats", "Work", "WorkSet", "decode_backtrace",
     "encode_backtrace", "parse_address", "redis_info",
 ]
+
+# Rate limiters (docs/limiters.md).
+from djwork.api.limiters import (
+    Limiter,
+    LimiterDetail,
+    LimiterHolder,
+    Limiters,
+    LimiterSummary,
+    LimiterWaiter,
+)
+
+__all__ += ["Limiter", "LimiterDetail", "LimiterHolder", "LimiterSummary", "LimiterWaiter", "Limiters"]
