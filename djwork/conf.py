@@ -54,6 +54,7 @@ class Config:
     poll_interval_average: float | None
     average_scheduled_poll_interval: float
     max_retries: int
+    limiter_max_reschedules: int
     dead_max_jobs: int
     dead_timeout: float
     history_max_length: int

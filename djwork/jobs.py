@@ -29,6 +29,7 @@ from typing import Any
 from djwork import options as enqueue_options
 from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
+from djwork.limiter.job_limits import job_limits
 from djwork.payload import build, check_arguments
 
 registry: dict[str, Job] = {}
@@ -151,10 +152,13 @@ class Job(Enqueueing):
                  retry_jitter: bool = True, expires: float | None = None,
                  backtrace: bool | int | None = None, dead: bool | None = None,
                  tags: list[str] | None = None, retry_queue: str | None = None,
-                 retry_for: int | None = None) -> None:
+                 retry_for: int | None = None, limits: Iterable[Any] | None = None,
+                 rate_limit: Any = None) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.queue = enqueue_options.check_queue(queue, self.name)
+        # Acquired by the worker before the body runs, released after (djwork/worker/limits.py).
+        self.limits = job_limits(self.name, limits, rate_limit)
         if retry is None:
             retry = max_retries if max_retries is not None else True
         self.retry = _check_retry(retry, self.name)

@@ -194,6 +194,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "MAX_RETRIES", 25, count_or_zero, "djwork.E020",
         "Retries before a failing job goes to the dead set, e.g. 25; 0 disables retries.", "Jobs",
         "Retries of a failing job (with `retry=True`) before it goes to the dead set. `0` disables retries."),
+    SettingSpec(
+        "LIMITER_MAX_RESCHEDULES", 20, count_or_zero, "djwork.E024",
+        "times a job over a rate limit goes back to wait before it takes the retry path, e.g. 20", "Jobs",
+        "Times a job whose limiter refused it (`limiter.OverLimit`) is rescheduled, without touching its retry"
+        " count, before it takes the normal retry path; a limiter's own `reschedule=` overrides it. docs/limiters.md."),
     SettingSpec("DEAD_MAX_JOBS", 10_000, count, "djwork.E011", "size cap of the dead set, e.g. 10000", "Jobs",
                 "Size cap of the dead set; the oldest entries are trimmed."),
     SettingSpec("DEAD_TIMEOUT", 180 * 24 * 3600, seconds, "djwork.E010",

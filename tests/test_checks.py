@@ -277,6 +277,8 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("MAX_RETRIES", -1, "djwork.E020"),
     ("MAX_RETRIES", "25", "djwork.E020"),
     ("MAX_RETRIES", False, "djwork.E020"),
+    ("LIMITER_MAX_RESCHEDULES", -1, "djwork.E024"),
+    ("LIMITER_MAX_RESCHEDULES", 2.5, "djwork.E024"),
 ]
 
 
@@ -323,6 +325,7 @@ GOOD_VALUES: list[tuple[str, Any]] = [
     ("POLL_INTERVAL_AVERAGE", 2.5),
     ("REDIS_OPTIONS", {"ssl_cert_reqs": "required"}),
     ("MAX_RETRIES", 0),
+    ("LIMITER_MAX_RESCHEDULES", 0),
 ]
 
 

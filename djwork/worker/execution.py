@@ -25,10 +25,12 @@ from djwork import redis as redis_layer
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.key_guard import quarantine_culprits
 from djwork.key_types import WrongTypeKey
+from djwork.limiter import OverLimit
 from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
 from djwork.worker import task_results
+from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
 from djwork.worker.retry import Decision, decide, error_class_name, safe_message
 
 if TYPE_CHECKING:
@@ -169,6 +171,9 @@ class Executor:
                             extra={"jid": jid, "job_class": class_name, "queue": unit.queue,
                                    "elapsed_ms": elapsed_ms, "event": "done"})
             return
+        if isinstance(error, OverLimit) and self._reschedule(unit, acks, payload, error, target, started,
+                                                             elapsed_ms):
+            return
         if log_jobs:
             logger.info("fail jid=%s class=%s elapsed=%.1fms error=%s: %s", jid, class_name, elapsed_ms,
                         error_class_name(error), safe_message(error)[:200],
@@ -201,9 +206,15 @@ class Executor:
 
             def execute() -> Any:
                 return self._maybe_await(target.run(request))
+        run = execute
         if self.server_chain:
-            return build_server_chain(self.server_chain, execute, target, payload, queue)()
-        return execute()
+            run = build_server_chain(self.server_chain, execute, target, payload, queue)
+        limits = getattr(target, "limits", ())
+        if limits:
+            # Outside the middleware: a wait for a slot must not sit inside a transaction
+            # or a span a middleware opened.
+            return run_within(limits, jid, run)
+        return run()
 
     def _maybe_await(self, value: Any) -> Any:
         if not asyncio.iscoroutine(value):
@@ -215,6 +226,33 @@ class Executor:
             loop = asyncio.new_event_loop()
             self._local.loop = loop
         return loop.run_until_complete(value)
+
+    # --- a limiter said no ---------------------------------------------------------
+    def _reschedule(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any], error: OverLimit,
+                    target: Job | Task, started: float, elapsed_ms: float) -> bool:
+        """Back to `schedule` at the limiter's retry_after (limits.py); False once the cap is spent."""
+        cap = reschedule_cap(error, getattr(target, "limits", ()), self.config)
+        decided = rescheduled_payload(payload, error, cap)
+        jid = payload.get("jid") if isinstance(payload.get("jid"), str) else ""
+        if decided is None:
+            logger.warning("djwork: job %s was refused by limiter %s %d times; taking the retry path", jid,
+                           error.name, cap)
+            return False
+        new_payload, score = decided
+        self.history.record(jid, payload["class"], unit.queue, "rescheduled", started, elapsed_ms,
+                            "djwork.limiter.OverLimit", str(error))
+        if self.config.log_jobs:
+            logger.info("rescheduled jid=%s class=%s limiter=%s in=%.3fs overrated=%d", jid, payload["class"],
+                        error.name, score - time.time(), new_payload["overrated"],
+                        extra={"jid": jid, "job_class": payload["class"], "queue": unit.queue,
+                               "event": "rescheduled"})
+        if acks.abandoned:
+            return True  # pushed back at the shutdown deadline already
+        call = reschedule_call(unit.in_progress_key or keys.queue(unit.queue), unit.raw, new_payload, score, jid,
+                               bool(unit.in_progress_key))
+        redis_layer.run(call.evaluate, idempotent=True)
+        count_rescheduled(error.name)
+        return True
 
     # --- failure --------------------------------------------------------------------
     def _handle_failure(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any],

@@ -29,8 +29,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from djwork import limiter, scripts
 from djwork import redis as redis_layer
-from djwork import scripts
 from djwork.conf import Config
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
 from djwork.worker.execution import Executor
@@ -138,6 +138,9 @@ class Launcher:
             # a Redis outage can hold us in _first_beat for good.
             self.health.start()
         self._first_beat()
+        # Concurrent limiter slots are held in this process's name, so the reaper frees them
+        # when it finds the process dead instead of waiting out each slot's lock_timeout.
+        limiter.set_process_identity(self.identity)
         with self._lifecycle:
             # Under the lock stop() flips _stopped in: a stop racing this boot
             # (embedded boots on a thread of its own) either sees everything
@@ -226,6 +229,7 @@ class Launcher:
             if self.heartbeat.beats:
                 self._guarded("heartbeat-clear", self.heartbeat.clear)
             self._guarded("history", self.history.stop)
+            self._guarded("limiter-identity", limiter.clear_process_identity)
             logger.info("djwork: stopped (%s)", self.identity)
         finally:
             # In a finally of its own, not just a guarded step: even an unwind

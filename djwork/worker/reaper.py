@@ -18,7 +18,7 @@ import logging
 import random
 import time
 
-from djwork import dead, keys, scripts
+from djwork import dead, keys, limiter, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
@@ -75,6 +75,12 @@ class Reaper(PeriodicComponent):
         ], [identity, self.config.orphan_threshold, self.config.max_orphanings, ISOLATE_AFTER_RECOVERIES]))
         if int(reply[0]) == 0:
             return 0
+        # The owner is dead (decided on Redis's clock above): its concurrent limiter slots go
+        # now, in the same pass, rather than when each slot's lock_timeout runs out.
+        try:
+            limiter.release_slots_of(identity)
+        except Exception:
+            logger.exception("djwork: freeing the limiter slots of dead process %s failed", identity)
         requeued = int(reply[1])
         poison = [stored_payload(raw) for raw in reply[2:]]
         if requeued:

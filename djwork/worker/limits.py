@@ -1,0 +1,98 @@
+"""Jobs and rate limiters: run a job within its limits, and send a job a limiter refused back to wait.
+
+A refusal (``limiter.OverLimit``, from a job-level limit or escaping the
+body) is admission control, not a failure: the job goes to `schedule` at the
+time the limiter computed (``retry_after``), its ``retry_count`` untouched
+and ``overrated`` counted on the payload. Linear backoff instead first
+stampedes (every refused job back at once) then idles (a fixed delay far past
+the moment the limit frees). After ``LIMITER_MAX_RESCHEDULES`` (or the
+limiter's ``reschedule=``) the job takes the normal retry path, so a job that
+can never get its limit still ends somewhere visible; ``retry=False`` jobs
+are rescheduled only while under that cap.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from djwork import keys
+from djwork.conf import Config
+from djwork.dead import ScriptCall
+from djwork.limiter import OverLimit, record_rescheduled
+from djwork.payload import dumps
+
+logger = logging.getLogger("djwork.worker")
+
+# Refused jobs computed the same retry_after at nearly the same moment: a little
+# spread keeps them from all arriving in the same poll and refusing each other again.
+JITTER_SHARE = 0.1
+JITTER_MAX = 1.0
+
+
+_current = threading.local()
+
+
+def current_holdings() -> tuple[Any, ...]:
+    """The admissions the running job holds from its ``limits=`` (in order), on its processor thread.
+
+    For a body that must report what it spent (``points_used``) or know when
+    it was admitted (``acquired_at``, Redis time); empty outside a limited job.
+    """
+    return getattr(_current, "holdings", ())
+
+
+def run_within(limits: Sequence[Any], jid: str, execute: Callable[[], Any]) -> Any:
+    """Acquire ``limits`` in order (each waits up to its ``wait_timeout``), run, release in reverse."""
+    holdings: list[Any] = []
+    try:
+        for limit in limits:
+            holdings.append(limit.acquire(jid=jid))
+        _current.holdings = tuple(holdings)
+        return execute()
+    finally:
+        _current.holdings = ()
+        for holding in reversed(holdings):
+            try:
+                holding.release()
+            except Exception:
+                # The job's own outcome must not be replaced by this; a slot left held is
+                # freed by its lock_timeout, or by the reaper once this process is gone.
+                logger.exception("djwork: releasing limiter %s after job %s failed", holding.limiter.name, jid)
+
+
+def reschedule_cap(error: OverLimit, limits: Sequence[Any], config: Config) -> int:
+    for limit in limits:
+        if limit.name == error.name and limit.reschedule is not None:
+            return int(limit.reschedule)
+    return config.limiter_max_reschedules
+
+
+def rescheduled_payload(payload: dict[str, Any], error: OverLimit, cap: int,
+                        now: float | None = None) -> tuple[dict[str, Any], float] | None:
+    """The payload to put back in `schedule` and its score, or None once ``cap`` reschedules are spent."""
+    overrated = payload.get("overrated")
+    count = overrated if isinstance(overrated, int) and not isinstance(overrated, bool) and overrated > 0 else 0
+    if count >= cap:
+        return None
+    now = time.time() if now is None else now
+    delay = error.retry_after + random.uniform(0.0, min(JITTER_MAX, error.retry_after * JITTER_SHARE))
+    return {**payload, "overrated": count + 1}, now + delay
+
+
+def reschedule_call(source_key: str, raw: str | bytes, payload: dict[str, Any], score: float, jid: str,
+                    from_in_progress: bool) -> ScriptCall:
+    """fail.lua filing into `schedule` instead of `retry`: added there before it leaves its list."""
+    return ScriptCall("fail", [source_key, keys.SCHEDULE, keys.DEAD, keys.ORPHAN_COUNTS],
+                      [raw, dumps(payload), repr(float(score)), "0", "0", "0", "1" if from_in_progress else "0", jid])
+
+
+def count_rescheduled(name: str) -> None:
+    try:
+        record_rescheduled(name)
+    except Exception as error:  # a statistic: never worth failing the reschedule over
+        logger.warning("djwork: could not count a reschedule of limiter %s: %s", name, error)
