@@ -6,7 +6,9 @@
 -- KEYS[2] = target ZSET (retry or dead), KEYS[3] = dead ZSET, KEYS[4] = djwork:orphan-counts HASH
 -- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),
 -- ARGV[3] = score, ARGV[4] = "1" to trim dead, ARGV[5] = dead cutoff score, ARGV[6] = dead max size,
--- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none)
+-- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
+-- ARGV[9] = lock keys the job owns, "\n"-separated, to release with this filing ('' = keep them:
+-- a retry or a reschedule keeps its locks; dead and drop end the job, djwork/job_locks.py)
 -- Returns 1.
 if ARGV[2] ~= '' then
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
@@ -20,5 +22,10 @@ if ARGV[7] == '1' then
 end
 if ARGV[8] ~= '' then
   redis.call('HDEL', KEYS[4], ARGV[8])
+  for key in string.gmatch(ARGV[9] or '', '[^\n]+') do
+    if redis.pcall('GET', key) == ARGV[8] then
+      redis.call('DEL', key)
+    end
+  end
 end
 return 1

@@ -24,7 +24,8 @@
 -- KEYS[3+3i-2] = queue:<name_i>, KEYS[3+3i-1] = its in-progress LIST, KEYS[3+3i] = its isolated LIST
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
 -- ARGV[4] = isolated jobs that may be taken, ARGV[4+i] = name_i (i = 1..n, in the order of KEYS),
--- then a triples: queue index i, raw payload, jid
+-- then a quadruples: queue index i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
+-- locks bound to the job's life, released with its ack if it still owns them, djwork/job_locks.py)
 -- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...}};
 -- an index is negative for a job taken from the isolated list.
 local limit = tonumber(ARGV[1])
@@ -53,8 +54,15 @@ for _ = 1, ack_count do
   end
   if ARGV[position + 2] ~= '' then
     failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
+    if ARGV[position + 3] ~= '' then
+      for key in string.gmatch(ARGV[position + 3], '[^\n]+') do
+        if redis.pcall('GET', key) == ARGV[position + 2] then
+          redis.call('DEL', key)
+        end
+      end
+    end
   end
-  position = position + 3
+  position = position + 4
 end
 
 local fetched = {}

@@ -195,3 +195,59 @@ def test_queue_reads_count_isolated_jobs_apart(raw_redis):
     (summary,) = Queue.all()
     assert (summary.size, summary.isolated) == (1, 2)
     assert Queue("default").isolated_size() == 2
+
+
+# --- locks bound to a job's life (djwork/job_locks.py) ------------------------------------------------
+def test_an_ack_releases_the_locks_the_job_still_owns_and_no_other(raw_redis, fetchers):
+    from djwork.worker.fetch import Ack
+
+    raw_redis.set("unique:mine", "jid-1")
+    raw_redis.set("unique:taken-over", "jid-2")  # expired and re-taken by another job meanwhile
+    raw_redis.set("unique:wrong-type-ok", "jid-1")
+    raw_redis.delete("unique:wrong-type-ok")
+    raw_redis.rpush("unique:wrong-type-ok", "x")  # must not fail the fetch
+    fetcher = fetchers("default")
+    raw_redis.rpush(fetcher.in_progress_keys[0], _job("jid-1"))
+    locks = "unique:mine\nunique:taken-over\nunique:wrong-type-ok"
+    fetcher.fetch(10, [Ack(1, _job("jid-1"), "jid-1", locks)])
+    assert not raw_redis.exists("unique:mine")
+    assert raw_redis.get("unique:taken-over") == b"jid-2"
+    assert not raw_redis.exists(fetcher.in_progress_keys[0])
+
+
+def test_a_payload_names_only_djwork_lock_keys():
+    from djwork import job_locks
+
+    payload = {"djwork_locks": ["unique:abc", "queue:default", "djwork:periodic-running:nightly", 5, "unique:a\nb"]}
+    assert job_locks.locks_of(payload) == ["unique:abc", "djwork:periodic-running:nightly"]
+    assert job_locks.locks_of({"djwork_locks": "unique:abc"}) == []
+
+
+def _locked_job(jid: str, klass: str, args: list, lock: str, **extra) -> bytes:
+    return json.dumps({"class": klass, "args": args, "jid": jid, "queue": "default", "retry": extra.pop("retry", True),
+                       "created_at": 1.0, "enqueued_at": 1.0, "djwork_locks": [lock], **extra}).encode()
+
+
+@pytest.mark.slow
+def test_a_worker_releases_job_locks_on_success_dead_and_at_start_and_keeps_them_on_retry(workers, raw_redis):  # noqa: F811
+    jobs = {
+        "ok": _locked_job("jid-ok", "tests.worker_jobs.record", ["ok"], "unique:ok"),
+        "dead": _locked_job("jid-dead", "tests.worker_jobs.always_fail", ["dead"], "unique:dead", retry=0),
+        "retry": _locked_job("jid-retry", "tests.worker_jobs.always_fail", ["retry"], "unique:retry", retry=5),
+        "start": _locked_job("jid-start", "tests.worker_jobs.slow", ["start", 30], "unique:start",
+                             unique_until="start"),
+    }
+    for name, raw in jobs.items():
+        raw_redis.set(f"unique:{name}", f"jid-{name}")
+        raw_redis.lpush(keys.queue("default"), raw)
+    worker = workers.start("-c", "5")
+    wait_until(lambda: counts(raw_redis).get("ok") == 1 and raw_redis.zcard("dead") == 1
+               and raw_redis.zcard("retry") == 1 and raw_redis.hget("t:starts", "start") == b"1", 20,
+               "the four jobs to run")
+    # The ack and the dead filing carried the release; the retry kept its lock.
+    wait_until(lambda: not raw_redis.exists("unique:ok"), 10, "the ack to release the success's lock")
+    assert not raw_redis.exists("unique:dead")
+    assert raw_redis.get("unique:retry") == b"jid-retry"
+    # Released at start: gone while the job still runs.
+    assert not raw_redis.exists("unique:start") and "start" not in counts(raw_redis)
+    worker.kill()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
 
-from djwork import dead, keys
+from djwork import dead, job_locks, keys
 from djwork import redis as redis_layer
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.key_guard import quarantine_culprits
@@ -112,6 +112,17 @@ class Executor:
             return
         jid = payload.get("jid") if isinstance(payload.get("jid"), str) else ""
         class_name = payload["class"]
+        locks = job_locks.locks_of(payload)
+        if locks:
+            # Released with the ack (or the dead/drop filing) in the same step; a job that
+            # asked for it gives them up as it starts, so a duplicate can be queued while it runs.
+            unit.locks = job_locks.encode(locks)
+            if payload.get("unique_until") == "start":
+                try:
+                    redis_layer.run(lambda conn: job_locks.release(conn, locks, jid), idempotent=True)
+                    unit.locks = ""
+                except Exception as error:  # kept for the ack to release: later, never lost
+                    logger.warning("djwork: releasing the locks of job %s at its start failed: %s", jid, error)
         expires_at = payload.get("expires_at")
         if isinstance(expires_at, (int, float)) and expires_at < time.time():
             logger.info("djwork: dropping expired job jid=%s class=%s (expired %.1fs ago)",
@@ -275,7 +286,8 @@ class Executor:
     def _file(self, unit: UnitOfWork, decision: Decision, jid: str) -> None:
         call = dead.file_failure(unit.in_progress_key or keys.queue(unit.queue), unit.raw, decision.target,
                                  decision.payload, decision.score, jid,
-                                 from_in_progress=bool(unit.in_progress_key), config=self.config)
+                                 from_in_progress=bool(unit.in_progress_key), config=self.config,
+                                 locks=unit.locks)
         try:
             redis_layer.run(call.evaluate, idempotent=True)
         except WrongTypeKey as error:

@@ -52,6 +52,7 @@ class UnitOfWork:
     # Filled in by the processor and settled by Manager._release under one
     # lock acquisition: one contended lock per job instead of three.
     ack_jid: str | None = None
+    locks: str = ""  # the job's lock keys, encoded (djwork/job_locks.py): released with its ack
     processed: int = 0
     failed: int = 0
 
@@ -68,6 +69,7 @@ class Ack:
     queue_index: int
     raw: StoredPayload
     jid: str
+    locks: str = ""
 
 
 class IsolationGate:
@@ -178,7 +180,7 @@ class Fetcher:
         # Names in ARGV, in the order of their keys: no script derives a name from a key.
         args.extend(self.queue_names[index - 1] for index in order)
         for ack in acks:
-            args.extend((position_of[ack.queue_index], ack.raw, ack.jid))
+            args.extend((position_of[ack.queue_index], ack.raw, ack.jid, ack.locks))
         script_keys = self.script_keys(order)
         try:
             fetched, paused, broken, skipped = self._connection.run(

@@ -1,0 +1,44 @@
+"""Locks bound to a job's life: released in the same Lua step as the state change that ends the job.
+
+A job carries the keys of the locks it owns in its payload (``djwork_locks``,
+each key's value is the owning jid): a unique job's ``unique:<digest>``, a
+no-overlap periodic entry's running lock. The worker releases them with the
+ack that ends a successful or expired run (fetch.lua), with the filing that
+sends the job to `dead` or drops it (fail.lua), or at start where the job
+asks (``unique_until="start"``). Every release compares the owner first, so
+it never deletes a lock another jid holds now, and there is nothing to reap:
+a lock lives exactly as long as its job (or its TTL, whichever ends first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from djwork import scripts
+
+FIELD = "djwork_locks"
+# Only these keys can be named by a payload: a payload is data anybody with Redis access can write,
+# and must not be able to make a worker delete arbitrary keys (the owner check is the second guard).
+PREFIXES = ("unique:", "djwork:periodic-running:")
+SEPARATOR = "\n"  # between keys in a script argument; no lock key contains one
+
+
+def locks_of(payload: dict[str, Any]) -> list[str]:
+    """The lock keys a payload says it owns (only well-formed, allowed ones)."""
+    value = payload.get(FIELD)
+    if not isinstance(value, list):
+        return []
+    return [key for key in value
+            if isinstance(key, str) and key.startswith(PREFIXES) and SEPARATOR not in key and len(key) < 512]
+
+
+def encode(locks: list[str]) -> str:
+    """The script argument for ``locks``: '' when there are none (the scripts then skip the release)."""
+    return SEPARATOR.join(locks)
+
+
+def release(conn: Any, locks: list[str], jid: str) -> int:
+    """Compare-and-delete ``locks`` owned by ``jid`` now, in one step; the number released."""
+    if not locks or not jid:
+        return 0
+    return int(scripts.evaluate(conn, "release_locks", [], [jid, encode(locks)]))
