@@ -3,6 +3,7 @@
 from django.urls import path, re_path, register_converter
 
 from djwork_dashboard import views
+from djwork_dashboard.views import limits
 
 
 class SetKindConverter:
@@ -21,6 +22,8 @@ app_name = "djwork_dashboard"
 
 # Queue names as Sidekiq's Web UI accepts them (docs/wire.md, check Q2); anything else is a 404.
 QUEUE = r"(?P<name>[A-Za-z0-9_:.\-]+)"
+# Limiter names as djwork.limiter accepts them (docs/limiters.md); the view 404s one over 200 characters.
+LIMITER = r"(?P<name>[A-Za-z0-9_.:\-]+)"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -31,6 +34,9 @@ urlpatterns = [
     re_path(rf"^queues/{QUEUE}/$", views.queue, name="queue"),
     re_path(rf"^queues/{QUEUE}/action$", views.queue_action, name="queue_action"),
     path("history/", views.history, name="history"),
+    path("limits/", limits.limits, name="limits"),
+    re_path(rf"^limits/{LIMITER}/$", limits.limiter, name="limiter"),
+    re_path(rf"^limits/{LIMITER}/action$", limits.limiter_action, name="limiter_action"),
     path("<djwork_set:kind>/", views.set_list, name="set"),
     path("<djwork_set:kind>/action", views.set_action, name="set_action"),
     path("<djwork_set:kind>/<path:address>/", views.set_entry, name="set_entry"),
