@@ -267,3 +267,14 @@ def test_a_fetch_with_one_bad_queue_key_still_takes_the_other_queues_jobs(raw_re
         fetcher.close()
     assert [unit.queue for unit in work] == ["low"] * 3
     assert raw_redis.get("queue:default") == b"x"
+
+
+def test_the_overview_lists_keys_moved_aside(raw_redis, admin_client):
+    from djwork.api import Quarantine
+
+    raw_redis.set("queue:default", "<script>x</script>")
+    copy = key_guard.quarantine_if_wrong_type("queue:default")
+    (entry,) = Quarantine.recent()
+    assert (entry.key, entry.copy, entry.type) == ("queue:default", copy, "string")
+    page = admin_client.get("/djwork/").content.decode()
+    assert "Keys moved aside" in page and copy in page

@@ -36,3 +36,8 @@ from djwork.api.limiters import (
 )
 
 __all__ += ["Limiter", "LimiterDetail", "LimiterHolder", "LimiterSummary", "LimiterWaiter", "Limiters"]
+
+# Keys the key guard moved aside (docs/wire.md, Key guard).
+from djwork.api.quarantine import Quarantine, QuarantinedKey  # noqa: E402
+
+__all__ += ["Quarantine", "QuarantinedKey"]

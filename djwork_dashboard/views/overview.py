@@ -33,6 +33,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     return render_page(request, "djwork_dashboard/overview.html", {
         "summary": stats, "stats": stats, "history": history, "days": days, "day_choices": HISTORY_DAYS,
         "chart": chart, "redis": api.redis_info(), "queues": api.Queue.all(),
+        "quarantined": api.Quarantine.recent(),
         "history_processed": sum(day.processed for day in history),
         "history_failed": sum(day.failed for day in history),
     })
