@@ -24,3 +24,38 @@ def nearly_noop():
     _nearly_noop_runs[0] += 1
     if _nearly_noop_runs[0] % 100 == 0:
         counter.client().incrby(counter.COUNTER, 100)
+
+
+# Issue #13's drain comparison (bench/limiter.py --drain): one body run plain, under limiter.unlimited(), and
+# under a real limiter that never refuses, so what separates their drain rates is the limiter alone.
+import itertools  # noqa: E402
+
+from djwork import limiter  # noqa: E402
+
+# next() on a count is one C call, so the worker's threads cannot lose a run between them as "+= 1" can;
+# a lost run would leave the drain's counter short of the total forever.
+_drain_runs = itertools.count(1)
+
+# 10**9 admissions per sliding second: never refuses, yet pays a real limiter's Lua call on every job.
+NEVER_REFUSES = limiter.window("bench-never", 10**9, 1)
+
+
+def _drain_body() -> None:
+    """No Redis call but one INCRBY per 100 runs (how the drain sees progress), like nearly_noop."""
+    if next(_drain_runs) % 100 == 0:
+        counter.client().incrby(counter.COUNTER, 100)
+
+
+@djwork.job(queue="bench")
+def drain_plain():
+    _drain_body()
+
+
+@djwork.job(queue="bench", limits=[limiter.unlimited()])
+def drain_unlimited():
+    _drain_body()
+
+
+@djwork.job(queue="bench", limits=[NEVER_REFUSES])
+def drain_window():
+    _drain_body()
