@@ -96,16 +96,24 @@ def test_the_shutdown_requeue_keeps_an_isolated_job_isolated(raw_redis, fetchers
     assert raw_redis.lrange(keys.isolated("default"), 0, -1) == [_job("suspect")]
 
 
+def test_each_queue_gets_its_own_look_at_its_isolated_list(raw_redis, fetchers):
+    gate = IsolationGate(check_interval=3600)
+    fetcher = fetchers("critical", "default", gate=gate)
+    assert fetcher.take_isolated(1) is None  # critical's look, spent on an empty list
+    raw_redis.rpush(keys.isolated("default"), _job("suspect"))
+    assert json.loads(fetcher.take_isolated(2))["jid"] == "suspect"  # default's own look is still due
+
+
 def test_an_idle_taker_looks_at_the_isolated_list_at_most_once_per_interval(raw_redis, fetchers):
     gate = IsolationGate(check_interval=3600)
     fetcher = fetchers("default", gate=gate)
     assert fetcher.take_isolated(1) is None  # due, but empty: the look is spent
     raw_redis.rpush(keys.isolated("default"), _job("suspect"))
     assert fetcher.take_isolated(1) is None  # not due again within the interval
-    gate._next_check = 0.0
+    gate._next_check.clear()
     assert json.loads(fetcher.take_isolated(1))["jid"] == "suspect"
     assert raw_redis.lrange(keys.in_progress(IDENTITY, "default"), 0, -1) == [_job("suspect")]
-    gate._next_check = 0.0
+    gate._next_check.clear()
     raw_redis.rpush(keys.isolated("default"), _job("suspect-2"))
     assert fetcher.take_isolated(1) is None  # one isolated job at a time
 

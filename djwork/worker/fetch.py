@@ -78,23 +78,27 @@ class IsolationGate:
     A token is reserved before a fetch (so two capsules fetching at once can't
     both take one) and settled with what the fetch took; a finished isolated
     job gives it back. An idle process's takers also look at the isolated
-    lists (their blocking take watches only the queue), at most once per
-    ``check_interval`` for the whole process.
+    lists (their blocking take watches only the queue), each list at most
+    once per ``check_interval``.
     """
 
     def __init__(self, check_interval: float = 2.0) -> None:
         self._lock = threading.Lock()
         self._held = False
         self.check_interval = check_interval
-        self._next_check = 0.0
+        self._next_check: dict[str, float] = {}
 
-    def due(self) -> bool:
-        """Whether an idle taker should look at its isolated list now (at most once per interval)."""
+    def due(self, list_key: str) -> bool:
+        """Whether an idle taker should look at this isolated list now (each list at most once per interval).
+
+        Per list: one clock for the whole process let the takers of other
+        queues spend every look, and an isolated job waited 87 s on an idle worker.
+        """
         with self._lock:
             now = time.monotonic()
-            if self._held or now < self._next_check:
+            if self._held or now < self._next_check.get(list_key, 0.0):
                 return False
-            self._next_check = now + self.check_interval
+            self._next_check[list_key] = now + self.check_interval
             return True
 
     def reserve(self) -> int:
@@ -263,7 +267,7 @@ class Fetcher:
         Not replayed: a lost reply may hide a job already moved to the
         in-progress list, which the caller's reconcile adopts.
         """
-        if not self.reliable or not self.isolation.due():
+        if not self.reliable or not self.isolation.due(self.isolated_keys[queue_index - 1]):
             return None
         reserved = self.isolation.reserve()
         if not reserved:
