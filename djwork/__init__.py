@@ -1,6 +1,7 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
 from djwork.client import EnqueueError
+from djwork.cron.entries import periodic
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
@@ -18,5 +19,6 @@ __all__ = [
     "UnknownJobClass",
     "WrongTypeKey",
     "job",
+    "periodic",
     "shared_task",
 ]

@@ -70,6 +70,9 @@ class Config:
     unknown_class: str
     health_port: int | None
     health_host: str
+    leader: bool
+    periodic: tuple[Any, ...]
+    test_clock: Any  # djwork.cron.clock.Clock
 
     @property
     def queue_names(self) -> list[str]:

@@ -43,6 +43,7 @@ FIXED_TYPES: dict[str, str] = {
     keys.QUARANTINE_INDEX: "zset",
     keys.LIMITERS: "zset",
     keys.LIMITER_HOLDINGS: "zset",
+    keys.PERIODIC_ENTRIES: "hash",
 }
 
 # Name patterns that say the type by themselves: (prefix, type).
@@ -59,6 +60,10 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.limiter_owners(""), "hash"),
     (keys.limiter_waiters(""), "zset"),
     (keys.limiter_waiting(""), "hash"),
+    # Periodic entries' keys (docs/periodic.md).
+    (keys.PERIODIC_STATE_PREFIX, "hash"),
+    (keys.PERIODIC_HISTORY_PREFIX, "list"),
+    (keys.PERIODIC_LOCK_PREFIX, "string"),
 )
 
 

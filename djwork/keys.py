@@ -160,3 +160,29 @@ def limiter_waiting(name: str) -> str:
 def limiter_wake(name: str, token: str) -> str:
     """LIST ``djwork:limiter-wake:<name>|<token>``: one waiter's wake-up, pushed when it is granted a slot."""
     return f"djwork:limiter-wake:{name}|{token}"
+
+
+# --- periodic jobs (docs/periodic.md); the leader is dear-leader above ---------------
+# Per-entry keys put the entry id last, after a prefix; ids have no ':' (djwork/cron/entries.py),
+# so no id's keys can collide with another's.
+PERIODIC_ENTRIES = "djwork:periodic:entries"  # HASH entry id -> JSON definition the leader last ran, + "seen" ms
+PERIODIC_SYNCED_FIELD = ":synced"  # its field of the last write (ms); no entry id has a ':'
+PERIODIC_STATE_PREFIX = "djwork:periodic:state:"  # HASH per entry: last (watermark), paused, counters, last run
+PERIODIC_HISTORY_PREFIX = "djwork:periodic:history:"  # LIST per entry: JSON of each run and skip, newest first
+# STRING per no-overlap entry: jid of the run in flight, PX; a lock bound to its job's life (djwork/job_locks.py)
+PERIODIC_LOCK_PREFIX = "djwork:periodic-running:"
+
+
+def periodic_state(entry_id: str) -> str:
+    """HASH ``djwork:periodic:state:<id>``: the watermark (last slot decided, epoch ms) and the operator's pause."""
+    return f"{PERIODIC_STATE_PREFIX}{entry_id}"
+
+
+def periodic_history(entry_id: str) -> str:
+    """LIST ``djwork:periodic:history:<id>``: the entry's recent runs and skipped slots, capped."""
+    return f"{PERIODIC_HISTORY_PREFIX}{entry_id}"
+
+
+def periodic_lock(entry_id: str) -> str:
+    """STRING ``djwork:periodic-running:<id>``: the jid of a no-overlap entry's run, until it is acked or dead."""
+    return f"{PERIODIC_LOCK_PREFIX}{entry_id}"

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.core.checks import CheckMessage
 
+from djwork.cron.checks import check_periodic_setting
+from djwork.cron.settings import clock_setting, periodic_list
 from djwork.settings_checks import (
     QUEUES_HINT,
     URL_HINT,
@@ -222,6 +224,26 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "ALIASES", {}, name_map, "djwork.E012", "e.g. {'HardWorker': 'myapp.tasks.hard_work'}", "Jobs",
         "Job names (e.g. a Ruby class name in a payload from Sidekiq) mapped to the dotted path of the djwork job that"
         " runs them. Strings only."),
+    # --- Periodic jobs (docs/periodic.md) ---
+    SettingSpec(
+        "LEADER", True, flag, "djwork.E040", "False keeps this process out of the leader election.", "Periodic",
+        "Whether this process campaigns for the leader lease (`dear-leader`); the leader runs the periodic entries."
+        " `False`, or `DJWORK_LEADER=false` in the environment, keeps it out. docs/periodic.md."),
+    SettingSpec(
+        "PERIODIC", [], periodic_list, "djwork.E041",
+        "An entry looks like {'cron': '*/5 * * * *', 'job': 'myapp.tasks.refresh', 'args': [1]}.", "Periodic",
+        "Periodic (cron) entries: dicts with `cron` (five fields or `@hourly`-style) and `job`, optionally `name`"
+        " (the entry id; default the job), `args`, `kwargs`, `queue`, `tz` (default `TIME_ZONE`), `catch_up`"
+        ' (`"none"`, `"latest"`, `"all"`; default `"latest"`), `max_lookback` and `lock_ttl` (seconds, default one'
+        " day each), `overlap` (default `True`). Exactly one enqueue per slot; docs/periodic.md.",
+        check=check_periodic_setting, also=("djwork.E042", "djwork.E043", "djwork.E044", "djwork.E045")),
+    SettingSpec(
+        "TEST_CLOCK", None, clock_setting, "djwork.E046",
+        "None outside tests; e.g. {'speed': 20} runs the leader's and the periodic entries' time 20 times faster.",
+        "Periodic",
+        "For tests only. `None`: Redis's clock. A dict of `speed`, `origin`, `start` (simulated time is"
+        " `start + (Redis time - origin) * speed` for the leader lease and the periodic entries) and `skew`"
+        " (seconds added to this host's clock reading). docs/periodic.md."),
 )
 
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SETTINGS}

@@ -279,6 +279,17 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("MAX_RETRIES", False, "djwork.E020"),
     ("LIMITER_MAX_RESCHEDULES", -1, "djwork.E024"),
     ("LIMITER_MAX_RESCHEDULES", 2.5, "djwork.E024"),
+    # Periodic jobs (docs/periodic.md; more cases in tests/test_periodic_checks.py).
+    ("LEADER", "yes", "djwork.E040"),
+    ("PERIODIC", {"cron": "* * * * *", "job": "tests.jobs.add"}, "djwork.E041"),  # a dict, not a list
+    ("PERIODIC", [{"cron": "* * * * *", "job": "tests.jobs.add", "args": [1], "catchup": "all"}], "djwork.E041"),
+    ("PERIODIC", [{"cron": "every minute", "job": "tests.jobs.add", "args": [1]}], "djwork.E042"),
+    ("PERIODIC", [{"cron": "* * * * *", "job": "tests.jobs.no_such_job"}], "djwork.E043"),
+    ("PERIODIC", [{"cron": "* * * * *", "job": "tests.jobs.add", "args": [1], "tz": "Mars/Olympus"}], "djwork.E044"),
+    ("PERIODIC", [{"cron": "* * * * *", "job": "tests.jobs.add", "args": [1]},
+                  {"cron": "0 * * * *", "job": "tests.jobs.add", "args": [2]}], "djwork.E045"),
+    ("TEST_CLOCK", {"speed": 0}, "djwork.E046"),
+    ("TEST_CLOCK", 20, "djwork.E046"),
 ]
 
 
@@ -325,7 +336,11 @@ GOOD_VALUES: list[tuple[str, Any]] = [
     ("POLL_INTERVAL_AVERAGE", 2.5),
     ("REDIS_OPTIONS", {"ssl_cert_reqs": "required"}),
     ("MAX_RETRIES", 0),
-    ("LIMITER_MAX_RESCHEDULES", 0),
+    ("MAX_RETRIES", 0),
+    ("LEADER", False),
+    ("PERIODIC", [{"cron": "@hourly", "job": "tests.jobs.add", "args": [1], "tz": "Europe/Berlin",
+                   "catch_up": "all", "max_lookback": 3600, "overlap": False}]),
+    ("TEST_CLOCK", {"speed": 20, "origin": 1.7e9, "skew": -20}),
 ]
 
 

@@ -37,6 +37,11 @@ from djwork.api.limiters import (
 
 __all__ += ["Limiter", "LimiterDetail", "LimiterHolder", "LimiterSummary", "LimiterWaiter", "Limiters"]
 
+# Periodic entries (docs/periodic.md).
+from djwork.api.periodic import Periodic, PeriodicEntry, PeriodicRun  # noqa: E402
+
+__all__ += ["Periodic", "PeriodicEntry", "PeriodicRun"]
+
 # Keys the key guard moved aside (docs/wire.md, Key guard).
 from djwork.api.quarantine import Quarantine, QuarantinedKey  # noqa: E402
 

@@ -3,7 +3,7 @@
 Boot order: Lua scripts loaded, then the first heartbeat (a process must be
 visibly alive before it holds work, or orphan recovery would take its jobs),
 then history, heartbeat loop, key guard (its boot sweep moves a wrong-type
-key aside while the managers start), managers, scheduled poller, reaper. A failure
+key aside while the managers start), managers, scheduled poller, reaper, leader, periodic ticker. A failure
 half way rolls back what was started: the caller is about to drop its only
 reference, and started threads and a presence in Redis would outlive it.
 
@@ -39,7 +39,9 @@ from djwork.worker.health import WorkerProbes, health_server
 from djwork.worker.heartbeat import Heartbeat
 from djwork.worker.history import HistoryRecorder
 from djwork.worker.key_guard import KeyGuard
+from djwork.worker.leader import Leader
 from djwork.worker.manager import Manager
+from djwork.worker.periodic import PeriodicTicker
 from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
@@ -91,6 +93,9 @@ class Launcher:
         self.poller = ScheduledPoller(config)
         self.reaper = Reaper(config, in_progress_keys)
         self.key_guard = KeyGuard(config)
+        # The leader lease, and the periodic entries the leader fires (docs/periodic.md).
+        self.leader = Leader(config, self.identity)
+        self.periodic = PeriodicTicker(config, self.leader, self.identity)
         for fetcher in fetchers:
             # A fetch that met a wrong-type key skips its queue; the guard moves the key aside.
             fetcher.on_broken_key = lambda key, _error: self.key_guard.repair(key) is not None
@@ -159,6 +164,8 @@ class Launcher:
             manager.start()
         self.poller.start()
         self.reaper.start()
+        self.leader.start()
+        self.periodic.start()
 
     def _first_beat(self) -> None:
         """Beat once before anything fetches, retrying while Redis is unreachable, until stopped."""
@@ -181,6 +188,9 @@ class Launcher:
         for manager in self.managers:
             self._guarded("manager-quiet", manager.quiet)
         self._guarded("poller", self.poller.stop)
+        # A process on its way out hands the lease over now, not when it lapses.
+        self._guarded("periodic", self.periodic.stop)
+        self._guarded("leader", self.leader.stop)
 
     def hurry(self) -> None:
         """A second TERM/INT: end the drain now (running jobs are requeued)."""
@@ -220,6 +230,8 @@ class Launcher:
 
     def _release_components(self) -> None:
         try:
+            self._guarded("periodic", self.periodic.stop)
+            self._guarded("leader", self.leader.stop)
             self._guarded("reaper", self.reaper.stop)
             self._guarded("key-guard", self.key_guard.stop)
             # Joined before clearing: a beat still in flight would SADD us back into
