@@ -104,6 +104,17 @@ for i = 1, queue_count do
   end
 end
 
+-- The copy ends here, as its finish would have: release the locks it still owns (djwork/job_locks.py).
+local function release_locks_of(job, jid)
+  if type(job['djwork_locks']) ~= 'table' then return end
+  for _, key in ipairs(job['djwork_locks']) do
+    if type(key) == 'string' and (string.sub(key, 1, 7) == 'unique:'
+        or string.sub(key, 1, 24) == 'djwork:periodic-running:') and redis.pcall('GET', key) == jid then
+      redis.call('DEL', key)
+    end
+  end
+end
+
 local skipped = {}
 if #fetched > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   local kept = {}
@@ -116,6 +127,7 @@ if #fetched > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
         redis.call('LREM', KEYS[3 + 3 * math.abs(index) - 1], -1, payload)
       end
       redis.pcall('HDEL', KEYS[2], jid)
+      release_locks_of(job, jid)
       skipped[#skipped + 1] = jid
     else
       kept[#kept + 1] = index

@@ -46,6 +46,18 @@ for i = 1, #items do
     redis.call('RPUSH', KEYS[2], items[i])
     requeued = requeued + 1
   end
+  -- A no-overlap periodic run keeps its running lock while it waits to run again: retaken in
+  -- this step with a fresh TTL (unless another run holds it now), so its entry neither fires
+  -- beside it nor stays wedged (docs/periodic.md).
+  local periodic = ok and type(job) == 'table' and job['djwork_periodic']
+  if count <= max_orphanings and type(periodic) == 'table' and type(periodic['lock']) == 'string'
+      and type(job['jid']) == 'string' and string.sub(periodic['lock'], 1, 24) == 'djwork:periodic-running:' then
+    local holder = redis.pcall('GET', periodic['lock'])
+    if holder == false or holder == job['jid'] then
+      redis.call('SET', periodic['lock'], job['jid'], 'PX',
+                 math.floor((tonumber(periodic['lock_ttl']) or 86400) * 1000))
+    end
+  end
 end
 redis.call('DEL', KEYS[1])
 if #poison > 0 then

@@ -7,11 +7,18 @@
 -- The basic fetch mode passes '' for the in-progress list.
 -- KEYS[1] = queue:<name>, KEYS[2] = its isolated LIST, KEYS[3] = in-progress LIST or '',
 -- KEYS[4] = djwork:finished-late HASH, KEYS[5] = djwork:orphan-counts HASH
--- ARGV[1] = raw payload, ARGV[2] = jid, ARGV[3] = mark TTL seconds
+-- ARGV[1] = raw payload, ARGV[2] = jid, ARGV[3] = mark TTL seconds,
+-- ARGV[4] = the job's lock keys ("\n"-separated, djwork/job_locks.py): released with "removed" or "acked",
+-- as the ack would have; a marked copy keeps them until it is dropped
 -- Returns "removed", "acked", "marked" or (a job without a jid) a sentence saying so.
 local payload, jid = ARGV[1], ARGV[2]
 local function retire()
-  if jid ~= '' then redis.call('HDEL', KEYS[5], jid) end
+  if jid ~= '' then
+    redis.call('HDEL', KEYS[5], jid)
+    for key in string.gmatch(ARGV[4] or '', '[^\n]+') do
+      if redis.pcall('GET', key) == jid then redis.call('DEL', key) end
+    end
+  end
 end
 if redis.call('LREM', KEYS[1], -1, payload) > 0 or redis.call('LREM', KEYS[2], -1, payload) > 0 then
   retire()

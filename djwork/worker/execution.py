@@ -22,6 +22,7 @@ from django.db.backends.signals import connection_created
 
 from djwork import dead, job_locks, keys
 from djwork import redis as redis_layer
+from djwork.cron.locks import retake
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.key_guard import quarantine_culprits
 from djwork.key_types import WrongTypeKey
@@ -296,6 +297,13 @@ class Executor:
             if not quarantine_culprits(error):
                 raise
             redis_layer.run(call.evaluate, idempotent=True)
+        if decision.target == "retry" and "djwork_periodic" in decision.payload:
+            # A no-overlap entry's running lock must outlive the wait for the retry (25 retries
+            # outlast its default 24 h TTL): extended past the retry's time, never dropped.
+            try:
+                retake([decision.payload], extra_ms=int(max(0.0, decision.score - time.time()) * 1000))
+            except Exception:
+                logger.exception("djwork: extending the running lock of periodic job %s failed", jid)
 
     def _bury_invalid(self, unit: UnitOfWork, acks: AckBuffer, reason: str) -> None:
         """A payload that is not a job: to `dead` inside a readable wrapper that keeps the raw text."""

@@ -306,7 +306,8 @@ class Fetcher:
         script_keys = [keys.queue(unit.queue), self.isolated_keys[unit.queue_index - 1],
                        unit.in_progress_key or "", keys.FINISHED_LATE, keys.ORPHAN_COUNTS]
         outcome = redis_layer.run(lambda conn: scripts.evaluate(
-            conn, "settle_late", script_keys, [unit.raw, unit.ack_jid or "", FINISHED_LATE_TTL]), idempotent=True)
+            conn, "settle_late", script_keys, [unit.raw, unit.ack_jid or "", FINISHED_LATE_TTL, unit.locks]),
+            idempotent=True)
         return _text(outcome)
 
     def _push_back(self, unfinished: Sequence[UnitOfWork]) -> int:
