@@ -3,7 +3,7 @@
 from django.urls import path, re_path, register_converter
 
 from djwork_dashboard import views
-from djwork_dashboard.views import limits
+from djwork_dashboard.views import limits, periodic
 
 
 class SetKindConverter:
@@ -22,6 +22,8 @@ app_name = "djwork_dashboard"
 
 # Queue names as Sidekiq's Web UI accepts them (docs/wire.md, check Q2); anything else is a 404.
 QUEUE = r"(?P<name>[A-Za-z0-9_:.\-]+)"
+# Periodic entry ids as docs/periodic.md defines them; the view 404s one over 200 characters or not known.
+PERIODIC_ENTRY = r"(?P<entry_id>[A-Za-z0-9_.\-]+)"
 # Limiter names as djwork.limiter accepts them (docs/limiters.md); the view 404s one over 200 characters.
 LIMITER = r"(?P<name>[A-Za-z0-9_.:\-]+)"
 
@@ -37,6 +39,9 @@ urlpatterns = [
     path("limits/", limits.limits, name="limits"),
     re_path(rf"^limits/{LIMITER}/$", limits.limiter, name="limiter"),
     re_path(rf"^limits/{LIMITER}/action$", limits.limiter_action, name="limiter_action"),
+    path("periodic/", periodic.periodic_list, name="periodic"),
+    re_path(rf"^periodic/{PERIODIC_ENTRY}/$", periodic.periodic_entry, name="periodic_entry"),
+    re_path(rf"^periodic/{PERIODIC_ENTRY}/action$", periodic.periodic_action, name="periodic_action"),
     path("<djwork_set:kind>/", views.set_list, name="set"),
     path("<djwork_set:kind>/action", views.set_action, name="set_action"),
     path("<djwork_set:kind>/<path:address>/", views.set_entry, name="set_entry"),

@@ -145,13 +145,19 @@ class Periodic:
                            "running or retrying")
         return call.jid
 
-    def release_lock(self, entry_id: str) -> bool:
-        """Free a no-overlap entry's running lock by hand (its run was deleted, say); True if one was held."""
+    def release_lock(self, entry_id: str, holder: str | None = None) -> bool:
+        """Free a no-overlap entry's running lock by hand (its run was deleted, say); True if one was released.
+
+        With ``holder`` (the jid the operator saw), only that job's lock is released, in one
+        compare-and-delete: a lock passed to the next run meanwhile is that run's.
+        """
         lock = keys.periodic_lock(entry_id)
-        holder = access.read(lambda conn: conn.get(lock))
         if holder is None:
-            return False
-        released = access.write(lambda conn: scripts.evaluate(conn, RELEASE_SCRIPT, [lock], [text(holder)]),
+            held = access.read(lambda conn: conn.get(lock))
+            if held is None:
+                return False
+            holder = text(held)
+        released = access.write(lambda conn: scripts.evaluate(conn, RELEASE_SCRIPT, [lock], [holder]),
                                 replay=True)
         return released == 1
 
