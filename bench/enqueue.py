@@ -1,5 +1,10 @@
 """Enqueue throughput: djwork's delay()/delay_many() against a raw redis-py LPUSH loop.
 
+The "unique delay()" row is a unique job (``unique_for``, docs/unique.md): its
+lock's SET NX and the push in one Lua step. Below the table, the round trips
+per call of delay() and of the unique delay() (counted at djwork's one wire
+exchange function) and the unique row's rate as a share of the plain one's.
+
     .venv/bin/python -m bench.enqueue [--count 20000] [--batch 1000] [--repeat 3] [--profile delay]
 
 Starts its own private redis-server (never the machine's Redis), configures
@@ -55,6 +60,12 @@ def bump(amount, label="bench"):
     return redis_layer.run(lambda conn: conn.incrby(COUNTER_KEY, amount))
 
 
+@djwork.job(name="bench.enqueue.bump_unique", unique_for=600)
+def bump_unique(amount, label="bench"):
+    """``bump`` as a unique job: every call below has other arguments, so every one is written."""
+    return redis_layer.run(lambda conn: conn.incrby(COUNTER_KEY, amount))
+
+
 def sample_body() -> str:
     """One job's JSON, as delay() would write it: the raw loops push this, so sizes match."""
     payload, _at = bump.build_payload([1], {"label": "bench"})
@@ -83,6 +94,35 @@ def raw_pipeline(raw: redis_py.Redis, count: int) -> None:
 def delay_loop(_raw: redis_py.Redis, count: int) -> None:
     for index in range(count):
         bump.delay(index, label="bench")
+
+
+def unique_delay_loop(_raw: redis_py.Redis, count: int) -> None:
+    for index in range(count):
+        bump_unique.delay(index, label="bench")
+
+
+def round_trips_per_call(raw: redis_py.Redis, fn: Callable[[redis_py.Redis, int], None],
+                         count: int) -> tuple[float, dict[str, float]]:
+    """(round trips per call, commands per call by name): the round trips counted where djwork makes them
+    (its one wire exchange function: one write, every reply read), the commands by the server."""
+    raw.flushdb()
+    raw.config_resetstat()
+    original = redis_layer.exchange
+    seen = [0]
+
+    def counting(connection: object, commands: list) -> list:
+        seen[0] += 1
+        return original(connection, commands)
+
+    redis_layer.exchange = counting
+    try:
+        fn(raw, count)
+    finally:
+        redis_layer.exchange = original
+    stats = raw.info("commandstats")
+    commands = {name.removeprefix("cmdstat_"): stat["calls"] / count for name, stat in stats.items()
+                if name not in ("cmdstat_config|resetstat", "cmdstat_info")}
+    return seen[0] / count, commands
 
 
 def delay_many_batches(batch: int) -> Callable[[redis_py.Redis, int], None]:
@@ -156,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             ("raw redis-py LPUSH loop", raw_lpush),
             ("raw redis-py LPUSH+SADD pipeline", raw_pipeline),
             ("delay() x1 thread", delay_loop),
+            ("unique delay() x1 thread", unique_delay_loop),
             (f"delay_many() batches of {options.batch:,}", delay_many_batches(options.batch)),
             (f"delay_many() one batch of {count:,}", delay_many_batches(count)),
         ]
@@ -177,6 +218,12 @@ def main(argv: list[str] | None = None) -> int:
         for label, (seconds, cpu) in best.items():
             rate = count / seconds
             print(f"{label:<36} {seconds:>9.3f} {rate:>10,.0f} {rate / raw_rate:>7.0%} {cpu / count * 1e6:>18.1f}")
+        share = best["delay() x1 thread"][0] / best["unique delay() x1 thread"][0]
+        for label, fn in (("delay()", delay_loop), ("unique delay()", unique_delay_loop)):
+            trips, commands = round_trips_per_call(raw, fn, 1000)
+            print(f"{label}: {trips:.2f} round trips per call; per call the server ran "
+                  + ", ".join(f"{calls:.2f} {name.upper()}" for name, calls in sorted(commands.items())))
+        print(f"unique delay() runs at {share:.0%} of delay()'s rate (target: 80 % or more)")
         raw.close()
     finally:
         redis_layer.reset()

@@ -6,6 +6,10 @@ failure (the ``queues`` key holding the wrong type, say) is logged, never
 raised — raising would make the caller push the job a second time. Neither
 is replayed after a lost reply: only a connect-phase failure, which proves
 nothing was sent, re-sends the pipeline.
+
+A unique job (djwork/unique.py) is pushed by lua/unique_push.lua instead:
+the lock's SET NX and the push in one step, still one round trip, and a
+duplicate is answered with the jid holding the lock (``Pushed.duplicate_of``).
 """
 
 from __future__ import annotations
@@ -14,17 +18,19 @@ import functools
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from djwork import keys
+from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config, get_config
 from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 from djwork.middleware import resolve_all, run_client_chain
 from djwork.payload import dumps
+from djwork.unique import lock_of, lock_ttl_ms
 
 logger = logging.getLogger("djwork.client")
 
@@ -62,6 +68,13 @@ def _write(commands: list[tuple[Any, ...]], jids: list[str]) -> list[Any]:
                            written=None) from error
 
 
+class Pushed(NamedTuple):
+    """What a push did: the jid written (None if middleware stopped it), or the jid already holding the lock."""
+
+    jid: str | None
+    duplicate_of: str | None = None
+
+
 def _jobs(jids: list[str]) -> str:
     return f"job {jids[0]}" if len(jids) == 1 else f"{len(jids)} jobs ({jids[0]}, ...)"
 
@@ -81,13 +94,16 @@ def _raise_push_error(reply: Any, command: tuple[Any, ...]) -> None:
     if not isinstance(reply, Exception):
         return
     if is_wrong_type(reply):
-        # Redis's reply names no key: say which one, and how to free it.
-        key = command_keys(command)[0]
+        # Redis's reply names no key: say which one, and how to free it. A unique push names three
+        # (lock, queue or schedule, queues): each one's type is looked up.
+        candidates = command_keys(command)
         try:
-            types: Any = [redis_layer.run(lambda conn: conn.type(key), idempotent=True)]
+            types: Any = redis_layer.run(lambda conn: [conn.type(key) for key in candidates], idempotent=True)
         except Exception as lookup_error:  # the push error must surface, named or not
             types = lookup_error
-        named = name_culprits(reply, f"the push to {key} (the job was not written)", [key], types)
+        target = candidates[1] if len(candidates) > 1 else candidates[0]
+        named = name_culprits(reply, f"the push to {target} (the job was not written)", candidates, types)
+        key = named.keys[0] if named.keys else target
         raise WrongTypeKey(f"{named}. djwork.key_guard.quarantine_if_wrong_type({key!r}) moves the key aside "
                            f"(a running worker's key guard does so within a minute)",
                            named.keys, named.found, named.expected) from reply
@@ -110,68 +126,139 @@ def _pipelined(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
 
 
 def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
-    """Write one job (now, or at epoch ``at``); returns its jid, or None if middleware stopped it."""
+    """Write one job (now, or at epoch ``at``); returns its jid, or None if middleware stopped it.
+
+    For a unique job refused as a duplicate: the jid holding the lock (``push_reporting`` says so).
+    """
+    return push_reporting(payload, at=at).jid
+
+
+def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushed:
+    """``push``, saying whether a unique job was refused as a duplicate (and which jid holds its lock)."""
     config = get_config()
     queue = payload.get("queue") or "default"
     chain = client_chain(config)
     if chain:
         payload = run_client_chain(chain, payload, queue)
         if payload is None:
-            return None
+            return Pushed(None)
         queue = payload.get("queue") or queue
     payload.pop("at", None)  # a stored "at" re-schedules the job when it comes due (docs/wire.md, Jobs)
-    if at is not None and at > time.time():
+    now = time.time()
+    later = at if at is not None and at > now else None
+    if later is not None:
         payload.pop("enqueued_at", None)
-        raw = dumps(payload)
-        command: tuple[Any, ...] = ("ZADD", keys.SCHEDULE, repr(float(at)), raw)
+    else:
+        payload["enqueued_at"] = now
+    lock = lock_of(payload)
+    if lock is not None:
+        script = _unique_command(payload, lock, queue, later, now)
+        (reply,) = _write_scripts([script], [payload["jid"]])
+        return _unique_outcome(reply, script)
+    raw = dumps(payload)
+    if later is not None:
+        command: tuple[Any, ...] = ("ZADD", keys.SCHEDULE, repr(float(later)), raw)
         replies = _write([command], [payload["jid"]])
         _raise_push_error(replies[0], command)
-        return payload["jid"]
-    payload["enqueued_at"] = time.time()
-    raw = dumps(payload)
+        return Pushed(payload["jid"])
     commands = [("LPUSH", keys.queue(queue), raw), ("SADD", keys.QUEUES, queue)]
     replies = _write(commands, [payload["jid"]])
     _raise_push_error(replies[0], commands[0])
     _check_listing_replies(replies[1:], f"SADD queues {queue}")
-    return payload["jid"]
+    return Pushed(payload["jid"])
+
+
+# --- unique jobs: the lock and the push in one Lua step (lua/unique_push.lua) -----------------
+UNIQUE_JID = 6  # where a unique_push command carries the job's jid
+
+
+def _unique_command(payload: dict[str, Any], lock: str, queue: str, at: float | None,
+                    now: float) -> tuple[Any, ...]:
+    """unique_push.lua's EVALSHA for one payload (its enqueued_at, or its schedule, already settled)."""
+    ttl = lock_ttl_ms(payload, (at - now) if at is not None else 0.0)
+    target = keys.SCHEDULE if at is not None else keys.queue(queue)
+    return ("EVALSHA", scripts.sha("unique_push"), 3, lock, target, keys.QUEUES,
+            payload["jid"], ttl, dumps(payload), "" if at is not None else queue,
+            repr(float(at)) if at is not None else "0")
+
+
+def _write_scripts(commands: list[tuple[Any, ...]], jids: list[str]) -> list[Any]:
+    """``_write``, then the EVALSHA calls answered NOSCRIPT (which ran nothing) once more as EVAL."""
+    replies = _write(commands, jids)
+    refused = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    if refused:
+        source = scripts.source("unique_push")
+        again = _write([("EVAL", source, *commands[index][2:]) for index in refused], jids)
+        for index, reply in zip(refused, again, strict=True):
+            replies[index] = reply
+    return replies
+
+
+def _unique_outcome(reply: Any, command: tuple[Any, ...]) -> Pushed:
+    """unique_push.lua answers 1 when it pushed, else the holder's jid (a string: never the integer 1)."""
+    _raise_push_error(reply, command)
+    if reply == 1:
+        return Pushed(command[UNIQUE_JID])
+    holder = reply.decode() if isinstance(reply, bytes) else str(reply)
+    return Pushed(holder, duplicate_of=holder)
 
 
 def push_bulk(payloads: Iterable[dict[str, Any]], *, at: float | None = None) -> list[str | None]:
     """Write many jobs in one pipelined round trip; one LPUSH per queue keeps FIFO order."""
+    return [pushed.jid for pushed in push_bulk_reporting(payloads, at=at)]
+
+
+def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None = None) -> list[Pushed]:
+    """``push_bulk``, saying which unique jobs were refused as duplicates (they ride in the same round trip)."""
     config = get_config()
     chain = client_chain(config)
     now = time.time()
     by_queue: dict[str, list[str]] = {}
     scheduled: dict[str, float] = {}
-    jids: list[str | None] = []
+    unique_commands: list[tuple[Any, ...]] = []
+    outcomes: list[Pushed | int] = []  # an int is the index of the job's unique_push command
     for payload in payloads:
         queue = payload.get("queue") or "default"
         if chain:
             payload = run_client_chain(chain, payload, queue)
             if payload is None:
-                jids.append(None)
+                outcomes.append(Pushed(None))
                 continue
             queue = payload.get("queue") or queue
         payload.pop("at", None)
-        if at is not None and at > now:
+        later = at if at is not None and at > now else None
+        if later is not None:
             payload.pop("enqueued_at", None)
-            scheduled[dumps(payload)] = float(at)
         else:
             payload["enqueued_at"] = now
-            by_queue.setdefault(queue, []).append(dumps(payload))
-        jids.append(payload["jid"])
-    if not by_queue and not scheduled:
-        return jids
+        lock = lock_of(payload)
+        if lock is not None:
+            outcomes.append(len(unique_commands))
+            unique_commands.append(_unique_command(payload, lock, queue, later, now))
+        else:
+            if later is not None:
+                scheduled[dumps(payload)] = float(later)
+            else:
+                by_queue.setdefault(queue, []).append(dumps(payload))
+            outcomes.append(Pushed(payload["jid"]))
+    if not by_queue and not scheduled and not unique_commands:
+        return [outcome for outcome in outcomes if isinstance(outcome, Pushed)]
 
     commands: list[tuple[Any, ...]] = [("LPUSH", keys.queue(queue), *raws) for queue, raws in by_queue.items()]
     if scheduled:
         commands.append(("ZADD", keys.SCHEDULE, *(part for raw, score in scheduled.items()
                                                    for part in (repr(score), raw))))
+    writes = len(commands)
+    # Each unique job in a step of its own, in call order: a second copy in the same batch meets the first's lock.
+    commands.extend(unique_commands)
     if by_queue:
         commands.append(("SADD", keys.QUEUES, *by_queue))
-    replies = _write(commands, [jid for jid in jids if jid is not None])
-    writes = len(by_queue) + (1 if scheduled else 0)
+    jids = [outcome.jid for outcome in outcomes if isinstance(outcome, Pushed) and outcome.jid]
+    jids += [command[UNIQUE_JID] for command in unique_commands]
+    replies = _write_scripts(commands, jids) if unique_commands else _write(commands, jids)
     for reply, command in zip(replies[:writes], commands, strict=False):
         _raise_push_error(reply, command)
-    _check_listing_replies(replies[writes:], "SADD queues")
-    return jids
+    _check_listing_replies(replies[writes + len(unique_commands):], "SADD queues")
+    unique_outcomes = [_unique_outcome(reply, command) for reply, command
+                       in zip(replies[writes:writes + len(unique_commands)], unique_commands, strict=True)]
+    return [unique_outcomes[outcome] if isinstance(outcome, int) else outcome for outcome in outcomes]

@@ -82,7 +82,7 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
 
 def move_to_dead(source_key: str, source_type: Literal["zset", "list"], member: str | bytes,
                  buried: dict[str, Any] | str | bytes, jid: str = "", *, config: Config | None = None,
-                 now: float | None = None) -> ScriptCall:
+                 now: float | None = None, locks: str = "") -> ScriptCall:
     """move_entry.lua: move ``member`` of ``source_key`` into `dead` as ``buried``, scored now, `dead` trimmed.
 
     The script adds before it removes and returns 0 (doing nothing) when a
@@ -91,4 +91,4 @@ def move_to_dead(source_key: str, source_type: Literal["zset", "list"], member: 
     now = time.time() if now is None else now
     stored = buried if isinstance(buried, (str, bytes)) else dumps(buried)
     return ScriptCall("move_entry", [source_key, keys.DEAD, keys.ORPHAN_COUNTS],
-                      [source_type, member, stored, repr(now), *_dead_trim(config, now), jid])
+                      [source_type, member, stored, repr(now), *_dead_trim(config, now), jid, locks])

@@ -28,13 +28,24 @@ PAYLOAD_OPTIONS = ("backtrace", "dead", "tags", "retry_queue", "retry_for")
 
 @dataclass(frozen=True)
 class JobRef:
-    """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq)."""
+    """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq).
+
+    A unique job refused as a duplicate (docs/unique.md) was not written: ``duplicate_of``
+    and ``jid`` are then the jid of the job already holding its lock, the one that will
+    do the work, and ``enqueued`` is False. None when client middleware stopped the push.
+    """
 
     jid: str | None
+    duplicate_of: str | None = None
 
     @property
     def id(self) -> str | None:
         return self.jid
+
+    @property
+    def enqueued(self) -> bool:
+        """True when this call wrote the job (False: a duplicate, or stopped by middleware)."""
+        return self.jid is not None and self.duplicate_of is None
 
     def __str__(self) -> str:
         return self.jid or ""
@@ -80,10 +91,11 @@ class Enqueueing:
 
     def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                     **options: Any) -> JobRef:
-        """Celery's ``apply_async``: ``countdown``, ``eta``, ``expires``, ``queue``, ``retry``, ``jid``
-        and the Sidekiq options (``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``retry_for``)."""
+        """Celery's ``apply_async``: ``countdown``, ``eta``, ``expires``, ``queue``, ``retry``, ``jid``,
+        the Sidekiq options (``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``retry_for``) and
+        ``unique_for``/``unique_until`` (docs/unique.md)."""
         payload, at = self.build_payload(args, kwargs, **options)
-        return JobRef(client.push(payload, at=at))
+        return JobRef(*client.push_reporting(payload, at=at))
 
     def delay_many(self, calls: Iterable[Any], **options: Any) -> list[JobRef]:
         """Enqueue one job per item in one pipelined round trip.
@@ -97,10 +109,13 @@ class Enqueueing:
             args, kwargs = _split_call(item)
             payload, at = self.build_payload(args, kwargs, **options)
             payloads.append(payload)
-        return [JobRef(jid) for jid in client.push_bulk(payloads, at=at)]
+        return [JobRef(*pushed) for pushed in client.push_bulk_reporting(payloads, at=at)]
 
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
-        """Enqueue once the current transaction commits (at once outside one); the jid is known now."""
+        """Enqueue once the current transaction commits (at once outside one); the jid is known now.
+
+        For a unique job, whether it was a duplicate is only known at the commit: the ref can't say.
+        """
         payload, at = self.build_payload(args, kwargs)
         transaction.on_commit(lambda: client.push(payload, at=at))
         return JobRef(payload["jid"])
@@ -109,7 +124,8 @@ class Enqueueing:
 class JobOptions(Enqueueing):
     """``job.set(...)``: the enqueue verbs with preset options (a call's own options win)."""
 
-    ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority")
+    ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority",
+                    "unique_for", "unique_until")
 
     def __init__(self, job: Enqueueing, options: dict[str, Any]) -> None:
         unknown = set(options) - set(self.ENQUEUE_KEYS)

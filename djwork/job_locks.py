@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from djwork import scripts
+from djwork import keys, scripts
 
 FIELD = "djwork_locks"
 # Only these keys can be named by a payload: a payload is data anybody with Redis access can write,
 # and must not be able to make a worker delete arbitrary keys (the owner check is the second guard).
-PREFIXES = ("unique:", "djwork:periodic-running:")
+PREFIXES = (keys.UNIQUE_PREFIX, keys.PERIODIC_LOCK_PREFIX)
 SEPARATOR = "\n"  # between keys in a script argument; no lock key contains one
 
 

@@ -12,6 +12,10 @@
     send_welcome.delay_on_commit(42)            # after the surrounding transaction commits
     send_welcome(42)                            # runs inline, now
 
+    @djwork.job(unique_for=600)                 # one copy at a time (docs/unique.md)
+    def sync_account(account_id): ...
+    sync_account.delay(42).duplicate_of         # None, or the jid already holding the lock
+
 The payload's ``class`` is the job's name (its dotted path unless ``name=``
 is given), which a worker resolves through the registry. The enqueue verbs
 themselves, shared with ``job.set(...)``, are in djwork.enqueue.
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from djwork import options as enqueue_options
+from djwork import unique
 from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
 from djwork.limiter.job_limits import job_limits
@@ -153,12 +158,14 @@ class Job(Enqueueing):
                  backtrace: bool | int | None = None, dead: bool | None = None,
                  tags: list[str] | None = None, retry_queue: str | None = None,
                  retry_for: int | None = None, limits: Iterable[Any] | None = None,
-                 rate_limit: Any = None) -> None:
+                 rate_limit: Any = None, unique_for: float | dt.timedelta | None = None,
+                 unique_until: str | None = None, unique_args: Callable[..., Any] | None = None) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.queue = enqueue_options.check_queue(queue, self.name)
         # Acquired by the worker before the body runs, released after (djwork/worker/limits.py).
         self.limits = job_limits(self.name, limits, rate_limit)
+        self.uniqueness = unique.check(self.name, unique_for, unique_until, unique_args)
         if retry is None:
             retry = max_retries if max_retries is not None else True
         self.retry = _check_retry(retry, self.name)
@@ -230,6 +237,7 @@ class Job(Enqueueing):
                       countdown: float | None = None, eta: dt.datetime | float | None = None,
                       expires: dt.datetime | float | None = None, queue: str | None = None,
                       retry: bool | int | None = None, jid: str | None = None,
+                      unique_for: float | dt.timedelta | None = None, unique_until: str | None = None,
                       **options: Any) -> tuple[dict[str, Any], float | None]:
         """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
         args = list(args) if args else []
@@ -246,24 +254,30 @@ class Job(Enqueueing):
             extra = dict(self.options)
         if retry is not None:
             retry = _check_retry(retry, self.name)
-        expires = self.expires if expires is None else expires
-        if expires is not None:
-            extra["expires_at"] = (
-                enqueue_options.moment(expires, self.name, "expires") if isinstance(expires, dt.datetime)
-                else enqueue_options.after(enqueue_options.seconds(expires, self.name, "expires"), self.name,
-                                          "expires", expires)
-            )
+        uniqueness = unique.for_call(self.uniqueness, self.name, unique_for, unique_until)
         at: float | None = None
         if eta is not None:
             at = enqueue_options.moment(eta, self.name, "eta")
         elif countdown is not None:
             at = enqueue_options.after(enqueue_options.seconds(countdown, self.name, "countdown"), self.name,
                                       "countdown", countdown)
+        expires = self.expires if expires is None else expires
+        if expires is not None:
+            # A duration counts from when the job is due (Sidekiq Pro's rule): counted from the
+            # call, any expiry shorter than the delay would drop every scheduled copy unrun.
+            extra["expires_at"] = (
+                enqueue_options.moment(expires, self.name, "expires") if isinstance(expires, dt.datetime)
+                else enqueue_options.within_horizon(
+                    max(at or 0.0, time.time()) + enqueue_options.seconds(expires, self.name, "expires"),
+                    self.name, "expires", expires)
+            )
         queue = self.queue if queue is None else enqueue_options.check_queue(queue, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
         payload = build(self.name, args, kwargs, queue=queue,
                         retry=self.retry if retry is None else retry, jid=jid, extra=extra)
+        if uniqueness is not None:
+            unique.mark(payload, uniqueness, self.name)
         return payload, at
 
     def check_call(self, args: list[Any], kwargs: dict[str, Any]) -> None:

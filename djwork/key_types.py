@@ -64,6 +64,8 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.PERIODIC_STATE_PREFIX, "hash"),
     (keys.PERIODIC_HISTORY_PREFIX, "list"),
     (keys.PERIODIC_LOCK_PREFIX, "string"),
+    # Unique jobs' locks (docs/unique.md).
+    (keys.UNIQUE_PREFIX, "string"),
 )
 
 

@@ -186,3 +186,14 @@ def periodic_history(entry_id: str) -> str:
 def periodic_lock(entry_id: str) -> str:
     """STRING ``djwork:periodic-running:<id>``: the jid of a no-overlap entry's run, until it is acked or dead."""
     return f"{PERIODIC_LOCK_PREFIX}{entry_id}"
+
+
+# --- unique jobs (docs/unique.md) -------------------------------------------------
+# Sidekiq Enterprise's prefix, value = the owner jid. Written only by lua/unique_push.lua
+# (SET NX PX with the push); deleted, owner-checked, in the Lua step that ends the job.
+UNIQUE_PREFIX = "unique:"
+
+
+def unique(digest: str) -> str:
+    """STRING ``unique:<digest>``: the jid of the one job holding this uniqueness lock, PX unique_for."""
+    return f"{UNIQUE_PREFIX}{digest}"

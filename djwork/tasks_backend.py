@@ -7,6 +7,16 @@
 whose ``class`` is the task's dotted path; the worker moves the record through
 RUNNING to SUCCESSFUL or FAILED and fires the tasks signals. The record is
 written before the push so a fast worker always finds it.
+
+Django's ``Task.using()`` takes only priority, queue_name, run_after and
+backend, so unique and expiring tasks are configured per backend alias, in its
+OPTIONS, and chosen with ``task.using(backend="unique")`` (docs/unique.md):
+
+    TASKS = {"unique": {"BACKEND": "djwork.tasks_backend.DjworkBackend",
+                        "OPTIONS": {"UNIQUE_FOR": 600, "UNIQUE_UNTIL": "success", "EXPIRES": 3600}}}
+
+A duplicate is not written: ``enqueue`` returns the result of the task already
+holding the lock (its id is the holder's) and sends no ``task_enqueued``.
 """
 
 from __future__ import annotations
@@ -21,9 +31,11 @@ import orjson
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from djwork import client, keys
+from djwork import client, keys, unique
 from djwork import redis as redis_layer
 from djwork.conf import get_config
+from djwork.options import OptionError
+from djwork.options import seconds as option_seconds
 from djwork.payload import ArgumentError, build, check_arguments, new_jid
 from djwork.tasks_compat import (
     BaseTaskBackend,
@@ -36,6 +48,7 @@ from djwork.tasks_compat import (
 )
 
 TASK_FIELD = "djwork_task"  # payload field naming the backend alias; Sidekiq ignores it
+OPTION_NAMES = ("UNIQUE_FOR", "UNIQUE_UNTIL", "EXPIRES")
 
 
 def _iso(moment: dt.datetime | None) -> str:
@@ -69,6 +82,18 @@ class DjworkBackend(BaseTaskBackend):
     supports_async_task = True
     supports_get_result = True
     supports_priority = False
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        where = f"TASKS[{alias!r}]['OPTIONS']"
+        unknown = sorted(set(self.options) - set(OPTION_NAMES))
+        if unknown:
+            raise OptionError(f"{where}: unknown option(s) {unknown}; djwork's are {list(OPTION_NAMES)}")
+        self.uniqueness = unique.check(where, self.options.get("UNIQUE_FOR"), self.options.get("UNIQUE_UNTIL"))
+        expires = self.options.get("EXPIRES")
+        self.expires = None if expires is None else option_seconds(expires, where, "EXPIRES")
+        if self.expires is not None and self.expires <= 0:
+            raise OptionError(f"{where}: EXPIRES must be a positive number of seconds, got {expires!r}")
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
         self.validate_task(task)
@@ -109,11 +134,30 @@ class DjworkBackend(BaseTaskBackend):
             pipe.execute()
 
         redis_layer.run(write_record, idempotent=True)
-        payload = build(task.module_path, args, kwargs, queue=task.queue_name, jid=jid,
-                        extra={TASK_FIELD: self.alias})
-        client.push(payload, at=at)
+        extra: dict[str, Any] = {TASK_FIELD: self.alias}
+        if self.expires is not None:
+            # From when the task is due, as for djwork's own jobs (djwork/jobs.py).
+            extra["expires_at"] = max(at or 0.0, time.time()) + self.expires
+        payload = build(task.module_path, args, kwargs, queue=task.queue_name, jid=jid, extra=extra)
+        if self.uniqueness is not None:
+            unique.mark(payload, self.uniqueness, task.module_path)
+        pushed = client.push_reporting(payload, at=at)
+        if pushed.duplicate_of is not None:
+            return self._duplicate(result_key, pushed.duplicate_of, result)
         task_enqueued.send(type(self), task_result=result)
         return result
+
+    def _duplicate(self, result_key: str, holder: str, refused: TaskResult) -> TaskResult:
+        """The holder's result for a refused duplicate; our own record is dropped (no job will update it)."""
+        redis_layer.run(lambda conn: conn.delete(result_key), idempotent=True)
+        try:
+            return self.get_result(holder)
+        except TaskResultDoesNotExist:
+            # The lock is held by a job djwork's Tasks backend did not write (a djwork job, say).
+            return TaskResult(task=refused.task, id=holder, status=TaskResultStatus.READY,
+                              enqueued_at=refused.enqueued_at, started_at=None, finished_at=None,
+                              last_attempted_at=None, args=refused.args, kwargs=refused.kwargs,
+                              backend=self.alias, errors=[], worker_ids=[])
 
     def get_result(self, result_id: str) -> TaskResult:
         fields = redis_layer.run(lambda conn: conn.hgetall(keys.result(result_id)), idempotent=True)

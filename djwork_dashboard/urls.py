@@ -3,7 +3,7 @@
 from django.urls import path, re_path, register_converter
 
 from djwork_dashboard import views
-from djwork_dashboard.views import limits, periodic
+from djwork_dashboard.views import limits, locks, periodic
 
 
 class SetKindConverter:
@@ -39,6 +39,8 @@ urlpatterns = [
     path("limits/", limits.limits, name="limits"),
     re_path(rf"^limits/{LIMITER}/$", limits.limiter, name="limiter"),
     re_path(rf"^limits/{LIMITER}/action$", limits.limiter_action, name="limiter_action"),
+    path("locks/", locks.locks, name="locks"),
+    path("locks/action", locks.lock_action, name="lock_action"),
     path("periodic/", periodic.periodic_list, name="periodic"),
     re_path(rf"^periodic/{PERIODIC_ENTRY}/$", periodic.periodic_entry, name="periodic_entry"),
     re_path(rf"^periodic/{PERIODIC_ENTRY}/action$", periodic.periodic_action, name="periodic_action"),

@@ -4,7 +4,9 @@
 -- KEYS[1] = source key (ZSET or LIST), KEYS[2] = target ZSET, KEYS[3] = djwork:orphan-counts HASH
 -- ARGV[1] = "zset" | "list" (source type), ARGV[2] = member as stored in the source,
 -- ARGV[3] = member to add to the target, ARGV[4] = score,
--- ARGV[5] = "1" to trim the target as `dead`, ARGV[6] = cutoff score, ARGV[7] = max size, ARGV[8] = jid or ''
+-- ARGV[5] = "1" to trim the target as `dead`, ARGV[6] = cutoff score, ARGV[7] = max size, ARGV[8] = jid or '',
+-- ARGV[9] (optional) = lock keys the job owns, "\n"-separated: released, owner-checked, as the move ends
+-- the job (a kill from the dashboard; djwork/job_locks.py). Absent or '' keeps them.
 -- Returns 1 if moved, 0 if the source member was gone.
 if ARGV[1] == 'zset' then
   if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
@@ -19,5 +21,12 @@ if ARGV[1] == 'zset' then
 else
   redis.call('LREM', KEYS[1], -1, ARGV[2])
 end
-if ARGV[8] ~= '' then redis.call('HDEL', KEYS[3], ARGV[8]) end
+if ARGV[8] ~= '' then
+  redis.call('HDEL', KEYS[3], ARGV[8])
+  for key in string.gmatch(ARGV[9] or '', '[^\n]+') do
+    if redis.pcall('GET', key) == ARGV[8] then
+      redis.call('DEL', key)
+    end
+  end
+end
 return 1

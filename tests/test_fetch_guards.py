@@ -259,3 +259,16 @@ def test_a_worker_releases_job_locks_on_success_dead_and_at_start_and_keeps_them
     # Released at start: gone while the job still runs.
     assert not raw_redis.exists("unique:start") and "start" not in counts(raw_redis)
     worker.kill()
+
+
+def test_burying_a_job_releases_the_locks_it_owns(raw_redis):
+    from djwork import dead
+
+    raw_redis.rpush("djwork:inprogress:h|default", _job("pill"))
+    raw_redis.set("unique:pill", "pill")
+    raw_redis.set("unique:other", "someone-else")
+    call = dead.move_to_dead("djwork:inprogress:h|default", "list", _job("pill"), {"jid": "pill", "class": "x"},
+                             "pill", locks="unique:pill\nunique:other")
+    assert call.evaluate(raw_redis) == 1
+    assert not raw_redis.exists("unique:pill") and raw_redis.get("unique:other") == b"someone-else"
+    assert raw_redis.zcard("dead") == 1

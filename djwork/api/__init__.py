@@ -46,3 +46,8 @@ __all__ += ["Periodic", "PeriodicEntry", "PeriodicRun"]
 from djwork.api.quarantine import Quarantine, QuarantinedKey  # noqa: E402
 
 __all__ += ["Quarantine", "QuarantinedKey"]
+
+# Unique jobs' locks (docs/unique.md).
+from djwork.api.unique_locks import LockPage, UniqueLock, UniqueLocks  # noqa: E402
+
+__all__ += ["LockPage", "UniqueLock", "UniqueLocks"]

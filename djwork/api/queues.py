@@ -9,6 +9,7 @@ from djwork import keys
 from djwork.api import access
 from djwork.api.errors import StaleEntry
 from djwork.api.records import JobRecord, Page, text
+from djwork.api.unique_locks import remove_call
 
 SCAN_BATCH = 500
 
@@ -126,12 +127,12 @@ class Queue:
             start += SCAN_BATCH
 
     def delete_job(self, ident: str) -> JobRecord:
-        """LREM the exact member; StaleEntry if it is no longer in the queue (run or deleted meanwhile)."""
+        """LREM the exact member, releasing its locks in the same step; StaleEntry if it left the queue."""
         record = self.find_job(ident)
         if record is None:
             raise StaleEntry(f"job {ident} is no longer in queue {self.name} (it may have run already)")
         # Not replayed: LREM 1 run twice could remove a second, identical copy of the job.
-        removed = access.write(lambda conn: conn.lrem(self.key, 1, record.member), replay=False)
+        removed = access.write(remove_call(self.key, "list", record).evaluate, replay=False)
         if not removed:
             raise StaleEntry(f"job {ident} left queue {self.name} before it could be deleted")
         return record

@@ -17,10 +17,11 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from djwork import keys
+from djwork import job_locks, keys
 from djwork.api import access
 from djwork.api.errors import NotRetryable, StaleEntry
 from djwork.api.records import JobRecord, Page, text, to_datetime
+from djwork.api.unique_locks import remove_call
 from djwork.client import client_chain
 from djwork.conf import get_config
 from djwork.dead import INVALID_PAYLOAD_CLASS, ScriptCall, move_to_dead
@@ -155,9 +156,10 @@ class JobSet:
 
     # --- actions ----------------------------------------------------------------------
     def delete(self, entry: SortedEntry) -> None:
+        """Remove the entry, and release the locks it owns (a unique job's) in the same step."""
         # Not replayed: the reply says whether *this* call took the entry; a
         # replay after a lost reply would report our own delete as stale.
-        if not access.write(lambda conn: conn.zrem(self.key, entry.job.member), replay=False):
+        if not access.write(remove_call(self.key, "zset", entry.job).evaluate, replay=False):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 
     def retry(self, entry: SortedEntry) -> str:
@@ -212,8 +214,10 @@ class JobSet:
 
         Replayed after a lost reply: move_entry.lua adds before it removes and
         does nothing once the entry is gone, so a second run can't bury it twice.
+        The job's locks (a unique job's) are released in the same step: dead ends it.
         """
-        bury = move_to_dead(self.key, "zset", entry.job.member, entry.job.raw)
+        bury = move_to_dead(self.key, "zset", entry.job.member, entry.job.raw, entry.job.jid,
+                            locks=job_locks.encode(job_locks.locks_of(entry.job.item)))
         if not access.write(bury.evaluate, replay=True):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 

@@ -18,7 +18,7 @@ import logging
 import random
 import time
 
-from djwork import dead, keys, limiter, scripts
+from djwork import dead, job_locks, keys, limiter, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
@@ -103,10 +103,12 @@ class Reaper(PeriodicComponent):
             job.setdefault("failed_at", now)
             job.setdefault("retry_count", 0)
             jid = job.get("jid") if isinstance(job.get("jid"), str) else ""
+            # Buried, the job is over: its unique or running locks go in the same step.
+            locks = job_locks.encode(job_locks.locks_of(job))
             buried = dumps(job)
         except PayloadError as error:
-            jid, buried = "", dumps(dead.invalid_payload(raw, queue, f"{message}; {error}", now))
+            jid, locks, buried = "", "", dumps(dead.invalid_payload(raw, queue, f"{message}; {error}", now))
         logger.error("djwork: job %s %s", jid, message)
-        redis_layer.run(dead.move_to_dead(list_key, "list", raw, buried, jid, config=self.config, now=now).evaluate,
-                        idempotent=True)
+        redis_layer.run(dead.move_to_dead(list_key, "list", raw, buried, jid, config=self.config, now=now,
+                                          locks=locks).evaluate, idempotent=True)
 
