@@ -112,6 +112,8 @@ def result(result_id: str) -> str:
 QUARANTINE_PREFIX = "djwork:quarantine:"  # + <key>:<ms>:<random>: a key that held the wrong type, EXPIRE 30 days
 QUARANTINE_INDEX = "djwork:quarantine"  # ZSET copy name -> ms it was moved (5 copies per key kept at most)
 QUARANTINE_TTL = 30 * 24 * 3600
+# + <random>: a queue or sorted set a clear moved aside while it releases its jobs' locks; EXPIRE 1 day
+CLEARING_PREFIX = "djwork:clearing:"
 
 
 # --- rate limiters (docs/limiters.md) --------------------------------------------

@@ -191,3 +191,23 @@ def test_for_job_gives_a_jobs_digest_and_lock_state(raw_redis):
     plain = unique_jobs.sync_account.build_payload([1])[0]
     plain.pop("djwork_locks")
     assert api.UniqueLocks().for_job(api.JobRecord.parse(json.dumps(plain))) is None
+
+
+def test_clearing_a_queue_or_a_set_releases_the_locks_its_jobs_own(raw_redis):
+    import json
+
+    from djwork.api import Queue, RetrySet
+
+    def job(jid: str, lock: str) -> str:
+        return json.dumps({"class": "x", "args": [], "jid": jid, "queue": "default", "djwork_locks": [lock]})
+
+    raw_redis.sadd("queues", "default")
+    raw_redis.lpush("queue:default", job("q1", "unique:q1"), job("q2", "unique:q2"), json.dumps({"class": "y"}))
+    raw_redis.zadd("retry", {job("r1", "unique:r1"): 1.0})
+    raw_redis.mset({"unique:q1": "q1", "unique:q2": "someone-else", "unique:r1": "r1"})
+    assert Queue("default").clear() == 3
+    assert RetrySet().clear() == 1
+    assert not raw_redis.exists("queue:default", "retry", "unique:q1", "unique:r1")
+    assert raw_redis.get("unique:q2") == b"someone-else"  # owner-checked: another job's lock stays
+    assert not raw_redis.sismember("queues", "default")
+    assert not list(raw_redis.scan_iter("djwork:clearing:*"))

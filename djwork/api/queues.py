@@ -7,6 +7,7 @@ from typing import Any
 
 from djwork import keys
 from djwork.api import access
+from djwork.api.clearing import clear_releasing_locks
 from djwork.api.errors import StaleEntry
 from djwork.api.records import JobRecord, Page, text
 from djwork.api.unique_locks import remove_call
@@ -138,18 +139,11 @@ class Queue:
         return record
 
     def clear(self) -> int:
-        """Delete the LIST and drop the name from ``queues`` (Sidekiq's Queue#clear); returns jobs removed."""
+        """Delete the LIST and drop the name from ``queues`` (Sidekiq's Queue#clear); returns jobs removed.
 
-        def write(conn: Any) -> int:
-            pipe = conn.pipeline(transaction=True)
-            pipe.llen(self.key)
-            pipe.unlink(self.key)
-            pipe.srem(keys.QUEUES, self.name)
-            size = pipe.execute(raise_on_error=False)[0]
-            return size if isinstance(size, int) else 0
-
-        # Replayed: a second UNLINK leaves the same state (its count is then 0, not what the first removed).
-        return access.write(write, replay=True)
+        The jobs' unique locks are released too (clearing.py), so their copies can be queued again.
+        """
+        return clear_releasing_locks(self.key, self.name)
 
 
 def _paused_names(reply: Any) -> set[str]:

@@ -19,6 +19,7 @@ from redis.exceptions import ResponseError
 
 from djwork import job_locks, keys
 from djwork.api import access
+from djwork.api.clearing import clear_releasing_locks
 from djwork.api.errors import NotRetryable, StaleEntry
 from djwork.api.records import JobRecord, Page, text, to_datetime
 from djwork.api.unique_locks import remove_call
@@ -222,17 +223,8 @@ class JobSet:
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 
     def clear(self) -> int:
-        """Delete every entry; returns how many there were."""
-
-        def write(conn: Any) -> int:
-            pipe = conn.pipeline(transaction=True)
-            pipe.zcard(self.key)
-            pipe.unlink(self.key)
-            size = pipe.execute(raise_on_error=False)[0]
-            return size if isinstance(size, int) else 0
-
-        # Replayed: a second UNLINK leaves the same state (its count is then 0, not what the first removed).
-        return access.write(write, replay=True)
+        """Delete every entry, releasing the locks the jobs own (clearing.py); returns how many there were."""
+        return clear_releasing_locks(self.key)
 
     delete_all = clear
 
