@@ -172,6 +172,12 @@ class Workers:
     def cleanup(self) -> None:
         for worker in self.started:
             if worker.alive():
+                # Frozen first: a swarm parent still running could respawn a child after the listing
+                # below, and that child (a session of its own) would fetch the next test's jobs.
+                try:
+                    os.kill(worker.pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
                 worker.children()
             # Swarm children and gunicorn workers take sessions of their own: killing the parent's
             # process group alone would leave them running into the next test.

@@ -147,8 +147,9 @@ def test_sidekiq_api_reads_live_djwork_cluster(cluster, redis, redis_url):
     assert set(scheduled) == set(cluster["scheduled"])
     for entry in scheduled.values():
         assert "at" not in entry["item"] and entry["at"] > time.time() + 3000
+    # The only djwork process won the election (docs/periodic.md): Sidekiq's API names it the leader.
     assert seen["process_set"] == {"size": 1, "total_concurrency": 3, "total_rss_in_kb": process["rss"],
-                                   "leader": ""}
+                                   "leader": identity}
 
 
 @pytest.fixture(scope="module")
@@ -319,7 +320,10 @@ def test_wire_counters_t1_to_t3(cluster, redis):
 
 
 def test_wire_leader_l1(cluster, redis):
-    assert not redis.exists("dear-leader")  # L1: djwork never claims Enterprise leadership
+    # L1: the lease holds a live process's identity, with a TTL (it lapses if its holder dies).
+    leader = redis.get("dear-leader")
+    assert leader == cluster["identity"].encode() and redis.sismember("processes", leader)
+    assert 0 < redis.pttl("dear-leader") <= 30_000
 
 
 # --- Sidekiq's process API on a djwork worker (S1) -------------------------------------------------
