@@ -131,6 +131,9 @@ class Workers:
     def __init__(self, directory: Path, redis_url: str) -> None:
         self.directory = directory
         self.redis_url = redis_url
+        # Inherited by every process started here and by their children, whatever tree they form:
+        # the teardown finds them all by it.
+        self.marker = f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}"
         self.started: list[Worker] = []
 
     def start(self, *args: str, overrides: dict[str, Any] | None = None, label: str | None = None,
@@ -157,6 +160,7 @@ class Workers:
             "DJANGO_SETTINGS_MODULE": "tests.settings_worker",
             "DJWORK_TEST_REDIS_URL": redis_url,
             "DJWORK_TEST_OVERRIDES": json.dumps(overrides or {}),
+            POOL_MARKER: self.marker,
             "PYTHONUNBUFFERED": "1",
             **extra_env,
         })
@@ -168,6 +172,20 @@ class Workers:
         worker = Worker(process, log_path, label)
         self.started.append(worker)
         return worker
+
+    def _kill_marked(self) -> None:
+        # A swarm child respawned after its parent's children were listed once outlived the
+        # teardown and took the next test's jobs: anything carrying this pool's marker dies.
+        for _ in range(5):
+            pids = marked_pids(self.marker)
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.05)
 
     def cleanup(self) -> None:
         for worker in self.started:
@@ -191,6 +209,7 @@ class Workers:
                 worker.process.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+            self._kill_marked()
             tail = "\n".join(worker.log().splitlines()[-80:])
             print(f"----- {worker.label} pid {worker.pid} rc {worker.process.returncode} "
                   f"({worker.log_path}) -----\n{tail}")
@@ -230,6 +249,24 @@ def pid_alive(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+POOL_MARKER = "DJWORK_TEST_POOL"
+
+
+def marked_pids(marker: str) -> list[int]:
+    """Every live process whose environment carries ``POOL_MARKER=marker``."""
+    needle = f"{POOL_MARKER}={marker}".encode() + b"\0"
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as environ:
+                    if needle in environ.read() + b"\0":
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def child_pids(pid: int) -> list[int]:
