@@ -98,6 +98,9 @@ def test_a_killed_holder_frees_its_slot_with_orphan_recovery_not_lock_timeout(wo
     victim = workers.start("-c", "2", overrides=overrides, label="victim")
     limiter_jobs.concurrent_long_once.delay("held", 600)
     wait_until(lambda: _used("test-three") == 1, 20, "the slot to be held")
+    # And the body entered: killed between the acquire and the body's first write, the job would
+    # look unstarted and take its long path again after recovery.
+    wait_until(lambda: raw_redis.hget("t:starts", "held") == b"1", 20, "the body to start")
     victim.kill()
     assert victim.wait_exit(10) == -signal.SIGKILL
     assert _used("test-three") == 1  # still held: its owner is gone, not released
