@@ -176,8 +176,12 @@ class Workers:
     def _kill_marked(self) -> None:
         # A swarm child respawned after its parent's children were listed once outlived the
         # teardown and took the next test's jobs: anything carrying this pool's marker dies.
-        for _ in range(5):
-            pids = marked_pids(self.marker)
+        self._kill_all_marked(self.marker)
+
+    @staticmethod
+    def _kill_all_marked(*markers: str) -> None:
+        for _ in range(20):
+            pids = marked_pids(*markers)
             if not pids:
                 return
             for pid in pids:
@@ -188,6 +192,7 @@ class Workers:
             time.sleep(0.05)
 
     def cleanup(self) -> None:
+        FINISHED_POOLS.add(self.marker)
         for worker in self.started:
             if worker.alive():
                 # Frozen first: a swarm parent still running could respawn a child after the listing
@@ -218,6 +223,9 @@ class Workers:
 @pytest.fixture
 def workers(raw_redis, redis_url: str, tmp_path: Path):
     pool = Workers(tmp_path, redis_url)
+    # No process of an earlier test may take this test's jobs, however it escaped that test's teardown.
+    if FINISHED_POOLS:
+        Workers._kill_all_marked(*FINISHED_POOLS)
     try:
         yield pool
     finally:
@@ -254,18 +262,23 @@ def pid_alive(pid: int) -> bool:
 POOL_MARKER = "DJWORK_TEST_POOL"
 
 
-def marked_pids(marker: str) -> list[int]:
-    """Every live process whose environment carries ``POOL_MARKER=marker``."""
-    needle = f"{POOL_MARKER}={marker}".encode() + b"\0"
+FINISHED_POOLS: set[str] = set()  # markers of pools whose teardown ran: none of theirs may live on
+
+
+def marked_pids(*markers: str) -> list[int]:
+    """Every live process whose environment carries ``POOL_MARKER=`` one of ``markers``."""
+    prefix = f"{POOL_MARKER}=".encode()
+    wanted = {marker.encode() for marker in markers}
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
                 with open(f"/proc/{entry}/environ", "rb") as environ:
-                    if needle in environ.read() + b"\0":
-                        found.append(int(entry))
+                    variables = environ.read().split(b"\0")
             except OSError:
                 continue
+            if any(variable[len(prefix):] in wanted for variable in variables if variable.startswith(prefix)):
+                found.append(int(entry))
     return found
 
 
