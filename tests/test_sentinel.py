@@ -133,8 +133,7 @@ def test_bad_sentinel_url_is_a_check_error(url, problem):
 
 # --- client, API, dashboard ----------------------------------------------------------------------------
 def test_client_api_and_dashboard_go_to_the_master_sentinel_names(topology, raw_redis, admin_client):
-    master = topology.server(topology.master_port)
-    master.flushall()
+    topology.flush_master()
     with override_settings(DJWORK={**settings.DJWORK, "REDIS_URL": topology.url(db=2)}):
         jid = worker_jobs.record.delay("via-sentinel").jid
         queued = redis_py.Redis.from_url(topology.server_url(topology.master_port, 2))
@@ -158,7 +157,7 @@ def test_client_api_and_dashboard_go_to_the_master_sentinel_names(topology, raw_
             assert tcp_port(dedicated.run(bare_info)) == topology.master_port
         finally:
             dedicated.close()
-    master.flushall()
+    topology.flush_master()
 
 
 # --- following a failover ------------------------------------------------------------------------------

@@ -148,6 +148,13 @@ class SentinelTopology:
                 process.wait(5)
         shutil.rmtree(self.directory, ignore_errors=True)
 
+    def flush_master(self) -> None:
+        """FLUSHALL on the current master: only ever a server this topology started, never anyone's Redis."""
+        port = self.master_port_agreed() or self.master_port
+        if port == 6379 or port not in {self.master_port, *self.replica_ports}:
+            raise RuntimeError(f"refusing to flush port {port}: not a server of this topology")
+        self.server(port).flushall()
+
     def failover(self) -> int:
         """Ask the first sentinel for a manual failover; returns the port of the master it replaces."""
         old = self.master_port_agreed()
