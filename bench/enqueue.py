@@ -102,9 +102,10 @@ def unique_delay_loop(_raw: redis_py.Redis, count: int) -> None:
 
 
 def round_trips_per_call(raw: redis_py.Redis, fn: Callable[[redis_py.Redis, int], None],
-                         count: int) -> tuple[float, dict[str, float]]:
-    """(round trips per call, commands per call by name): the round trips counted where djwork makes them
-    (its one wire exchange function: one write, every reply read), the commands by the server."""
+                         count: int) -> tuple[float, dict[str, float], float]:
+    """(round trips per call, commands per call by name, server microseconds per call): the round trips
+    counted where djwork makes them (its one wire exchange function: one write, every reply read), the
+    commands and their time by the server (INFO commandstats; a script's time includes its commands')."""
     raw.flushdb()
     raw.config_resetstat()
     original = redis_layer.exchange
@@ -120,9 +121,13 @@ def round_trips_per_call(raw: redis_py.Redis, fn: Callable[[redis_py.Redis, int]
     finally:
         redis_layer.exchange = original
     stats = raw.info("commandstats")
-    commands = {name.removeprefix("cmdstat_"): stat["calls"] / count for name, stat in stats.items()
-                if name not in ("cmdstat_config|resetstat", "cmdstat_info")}
-    return seen[0] / count, commands
+    ours = {name: stat for name, stat in stats.items() if name not in ("cmdstat_config|resetstat", "cmdstat_info")}
+    commands = {name.removeprefix("cmdstat_"): stat["calls"] / count for name, stat in ours.items()}
+    # Commands a script ran are counted on their own too: time the top-level commands only.
+    scripted = any(name.startswith("cmdstat_eval") for name in ours)
+    server_us = sum(stat["usec"] for name, stat in ours.items()
+                    if not scripted or name.startswith("cmdstat_eval")) / count
+    return seen[0] / count, commands, server_us
 
 
 def delay_many_batches(batch: int) -> Callable[[redis_py.Redis, int], None]:
@@ -163,7 +168,7 @@ def profile(raw: redis_py.Redis, count: int, what: str, sort: str = "tottime") -
     import cProfile
     import pstats
 
-    fn = delay_loop if what == "delay" else delay_many_batches(1000)
+    fn = {"delay": delay_loop, "unique": unique_delay_loop}.get(what) or delay_many_batches(1000)
     raw.flushdb()
     profiler = cProfile.Profile()
     profiler.enable()
@@ -177,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=20_000, help="jobs per run (default 20000)")
     parser.add_argument("--batch", type=int, default=1_000, help="delay_many batch size (default 1000)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per method; the best counts (default 5)")
-    parser.add_argument("--profile", choices=["delay", "delay_many"], help="cProfile one method instead")
+    parser.add_argument("--profile", choices=["delay", "unique", "delay_many"], help="cProfile one method instead")
     parser.add_argument("--cpu", type=int, default=None,
                         help="pin redis-server and this process to this CPU (default: the last one; -1: no pinning)")
     options = parser.parse_args(argv)
@@ -220,9 +225,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{label:<36} {seconds:>9.3f} {rate:>10,.0f} {rate / raw_rate:>7.0%} {cpu / count * 1e6:>18.1f}")
         share = best["delay() x1 thread"][0] / best["unique delay() x1 thread"][0]
         for label, fn in (("delay()", delay_loop), ("unique delay()", unique_delay_loop)):
-            trips, commands = round_trips_per_call(raw, fn, 1000)
+            trips, commands, server_us = round_trips_per_call(raw, fn, 1000)
             print(f"{label}: {trips:.2f} round trips per call; per call the server ran "
-                  + ", ".join(f"{calls:.2f} {name.upper()}" for name, calls in sorted(commands.items())))
+                  + ", ".join(f"{calls:.2f} {name.upper()}" for name, calls in sorted(commands.items()))
+                  + f" in {server_us:.1f} us of its CPU")
         print(f"unique delay() runs at {share:.0%} of delay()'s rate (target: 80 % or more)")
         raw.close()
     finally:
