@@ -32,6 +32,7 @@ FIXED_TYPES: dict[str, str] = {
     keys.PROCESSES: "set",
     keys.STAT_PROCESSED: "string",
     keys.STAT_FAILED: "string",
+    keys.STAT_EXPIRED: "string",
     keys.PROCESS_CLEANUP: "string",
     keys.PAUSED: "set",
     keys.LEADER: "string",

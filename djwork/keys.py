@@ -23,6 +23,7 @@ LEADER = "dear-leader"  # STRING leader identity (Enterprise name)
 
 # --- djwork's own keys -----------------------------------------------------------
 IN_PROGRESS_REGISTRY = "djwork:inprogress"  # SET of in-progress LIST keys, for orphan recovery
+STAT_EXPIRED = "djwork:stat:expired"  # STRING integer, INCRBY: jobs dropped unrun past their expires_at
 BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
 ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
 # HASH jid -> epoch seconds: jobs that finished after their process's shutdown

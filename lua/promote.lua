@@ -1,4 +1,4 @@
--- promote: move one due job from `schedule` or `retry` onto its queue, atomically.
+-- promote: move one due job from `schedule` or `retry` (or `dead`, from the API) onto its queue, atomically.
 -- The caller read the entry and built the payload to push (enqueued_at
 -- restamped, "at" removed) in Python, so large integers in args are never
 -- re-encoded by cjson. Present? Push, then remove — never remove first: a
@@ -7,13 +7,36 @@
 -- job (docs/wire.md, Scheduled/retry/dead sets). Absent? Another process
 -- promoted it first; do nothing, which is also what makes a replay of this
 -- call harmless.
--- KEYS[1] = the ZSET, KEYS[2] = queue:<name>, KEYS[3] = queues SET
--- ARGV[1] = the member as stored, ARGV[2] = payload to push, ARGV[3] = queue name
--- Returns 1 if promoted, 0 if the member was gone.
+-- A unique job (KEYS[4] given) takes its lock again on the way: a job that died
+-- gave its lock up, and queued without it a second copy would be accepted
+-- beside it. If another jid holds the lock, a copy of the same job is already
+-- alive: nothing is pushed and the holder's jid is returned (docs/unique.md).
+-- KEYS[1] = the ZSET, KEYS[2] = queue:<name>, KEYS[3] = queues SET, KEYS[4] = unique:<digest> (optional)
+-- ARGV[1] = the member as stored, ARGV[2] = payload to push, ARGV[3] = queue name,
+-- ARGV[4] = the job's jid, ARGV[5] = lock TTL (ms) (with KEYS[4])
+-- Returns 1 if promoted, 0 if the member was gone, the holder's jid (a string) if its lock is held.
 if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
   return 0
 end
-redis.call('LPUSH', KEYS[2], ARGV[2])
+local took_lock = false
+if KEYS[4] then
+  if redis.call('SET', KEYS[4], ARGV[4], 'NX', 'PX', ARGV[5]) then
+    took_lock = true
+  else
+    local holder = redis.call('GET', KEYS[4])
+    if holder ~= ARGV[4] then
+      return holder
+    end
+  end
+end
+local pushed = redis.pcall('LPUSH', KEYS[2], ARGV[2])
+if type(pushed) == 'table' and pushed['err'] then
+  -- Nothing moved: a lock taken here with no job behind it would refuse every copy until its TTL.
+  if took_lock then
+    redis.call('DEL', KEYS[4])
+  end
+  return pushed
+end
 redis.call('ZREM', KEYS[1], ARGV[1])
 pcall(redis.call, 'SADD', KEYS[3], ARGV[3])
 return 1

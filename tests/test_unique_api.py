@@ -95,6 +95,49 @@ def test_a_stale_delete_releases_nothing(raw_redis):
     assert unique_keys(raw_redis) == {lock_of(raw_redis, ref.jid): ref.jid}
 
 
+# --- Retry from dead takes the lock again ---------------------------------------------------------
+def bury_unique(raw_redis, jid: str) -> None:
+    """Kill a retrying unique job from the API: dead, its lock released (as a worker's final failure leaves it)."""
+    as_retry(raw_redis, jid)
+    api.RetrySet().kill(api.RetrySet().find_job(jid))
+    assert unique_keys(raw_redis) == {}
+
+
+def test_retrying_a_dead_unique_job_takes_its_lock_again(raw_redis):
+    ref = unique_jobs.sync_account.delay(6)
+    bury_unique(raw_redis, ref.jid)
+    api.DeadSet().retry(api.DeadSet().find_job(ref.jid))
+    (raw,) = raw_redis.lrange(keys.queue("default"), 0, -1)
+    assert json.loads(raw)["jid"] == ref.jid
+    lock = lock_of(raw_redis, ref.jid)
+    assert 0 < raw_redis.pttl(lock) <= 600_000
+    duplicate = unique_jobs.sync_account.delay(6)
+    assert not duplicate.enqueued and duplicate.duplicate_of == ref.jid
+
+
+def test_retrying_a_dead_unique_job_whose_copy_is_alive_is_refused_and_moves_nothing(raw_redis):
+    ref = unique_jobs.sync_account.delay(7)
+    bury_unique(raw_redis, ref.jid)
+    copy = unique_jobs.sync_account.delay(7)  # the lock was free: a new copy was accepted
+    assert copy.enqueued
+    with pytest.raises(api.NotRetryable, match=copy.jid):
+        api.DeadSet().retry(api.DeadSet().find_job(ref.jid))
+    assert api.DeadSet().find_job(ref.jid) is not None
+    assert [json.loads(raw)["jid"] for raw in raw_redis.lrange(keys.queue("default"), 0, -1)] == [copy.jid]
+    assert unique_keys(raw_redis) == {lock_of(raw_redis, copy.jid): copy.jid}
+    assert api.DeadSet().retry_all() == (0, 1)
+
+
+def test_a_failed_push_from_dead_gives_the_lock_back(raw_redis):
+    ref = unique_jobs.sync_account.delay(8)
+    bury_unique(raw_redis, ref.jid)
+    raw_redis.set(keys.queue("default"), "not a list")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        api.DeadSet().retry(api.DeadSet().find_job(ref.jid))
+    raw_redis.delete(keys.queue("default"))
+    assert unique_keys(raw_redis) == {} and api.DeadSet().find_job(ref.jid) is not None
+
+
 # --- UniqueLocks: where each owner is now ----------------------------------------------------------
 def test_unique_locks_say_where_each_owner_is(raw_redis):
     queued = unique_jobs.sync_account.delay(1)

@@ -9,6 +9,7 @@ import signal
 
 import pytest
 
+from djwork import api
 from tests import coverage_jobs, worker_jobs
 from tests.helpers_worker import counts, decode, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
 
@@ -190,3 +191,7 @@ def test_an_expired_job_is_dropped_acked_and_recorded(workers, raw_redis):  # no
     assert raw_redis.zcard("retry") == 0 and raw_redis.zcard("dead") == 0
     worker.send(signal.SIGTERM)
     assert worker.wait_exit(15) == 0
+    # The stat window is flushed at shutdown at the latest: counted once, as expired and not as processed.
+    assert raw_redis.get("djwork:stat:expired") == b"1"
+    assert raw_redis.get("stat:processed") == b"1"
+    assert api.Stats.fetch().expired == 1

@@ -17,7 +17,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from djwork import job_locks, keys
+from djwork import job_locks, keys, unique
 from djwork.api import access
 from djwork.api.clearing import clear_releasing_locks
 from djwork.api.errors import NotRetryable, StaleEntry
@@ -204,9 +204,19 @@ class JobSet:
             queue = text(payload.get("queue") or queue)
         payload.pop("at", None)  # a stored "at" would schedule the job again (docs/wire.md, check J8)
         payload["enqueued_at"] = time.time()
-        promote = ScriptCall("promote", [self.key, keys.queue(queue), keys.QUEUES],
-                             [entry.job.member, dumps(payload), queue])
-        if not access.write(promote.evaluate, replay=True):
+        promote_keys = [self.key, keys.queue(queue), keys.QUEUES]
+        promote_args = [entry.job.member, dumps(payload), queue]
+        lock = unique.lock_of(payload)
+        if lock is not None:
+            # A dead job gave its lock up: queued again it takes it back, or a second copy would be accepted.
+            promote_keys.append(lock)
+            promote_args += [text(payload["jid"]), unique.lock_ttl_ms(payload)]
+        reply = access.write(ScriptCall("promote", promote_keys, promote_args).evaluate, replay=True)
+        if isinstance(reply, bytes):
+            raise NotRetryable(f"job {entry.job.ident} is a unique job and job {reply.decode(errors='replace')} "
+                               f"holds its lock ({lock}): a copy is already queued or running. Delete this one, "
+                               "or release the lock on the Locks page first")
+        if not reply:
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
         return queue
 

@@ -44,6 +44,7 @@ class Stats:
     queues: dict[str, int]
     busy: int = 0
     default_queue_latency: float = 0.0
+    expired: int = 0  # jobs dropped unrun past their expires_at (djwork's own counter; Sidekiq has none)
     problems: tuple[str, ...] = field(default=())
 
     @property
@@ -62,6 +63,7 @@ class Stats:
             "processed": self.processed, "failed": self.failed, "busy": self.busy, "enqueued": self.enqueued,
             "scheduled": self.scheduled, "retries": self.retries, "dead": self.dead,
             "processes": self.processes, "default_latency": round(self.default_queue_latency, 3),
+            "expired": self.expired,
         }
 
     @classmethod
@@ -80,13 +82,14 @@ class Stats:
         pipe.smembers(keys.PROCESSES)
         pipe.smembers(keys.QUEUES)
         pipe.lindex(keys.queue("default"), -1)
+        pipe.get(keys.STAT_EXPIRED)
         replies = pipe.execute(raise_on_error=False)
         labels = (keys.STAT_PROCESSED, keys.STAT_FAILED, keys.SCHEDULE, keys.RETRY, keys.DEAD, keys.PROCESSES,
-                  keys.QUEUES, keys.queue("default"))
+                  keys.QUEUES, keys.queue("default"), keys.STAT_EXPIRED)
         for label, reply in zip(labels, replies, strict=True):
             if isinstance(reply, Exception):
                 problems.append(f"{label}: {reply}")
-        processed, failed, scheduled, retries, dead, processes, names, oldest = replies
+        processed, failed, scheduled, retries, dead, processes, names, oldest, expired = replies
         process_ids = _members(processes)
         queue_names = _members(names)
         pipe = conn.pipeline(transaction=False)
@@ -104,7 +107,7 @@ class Stats:
             retries=_size(retries), dead=_size(dead), processes=len(process_ids),
             queues={name: _size(size) for name, size in zip(queue_names, sizes, strict=True)},
             busy=sum(to_int(value) for value in busy if not isinstance(value, Exception)),
-            default_queue_latency=latency, problems=tuple(problems),
+            default_queue_latency=latency, problems=tuple(problems), expired=to_int(expired),
         )
 
     @staticmethod

@@ -129,6 +129,7 @@ class Executor:
             logger.info("djwork: dropping expired job jid=%s class=%s (expired %.1fs ago)",
                         jid, class_name, time.time() - expires_at, extra={"jid": jid, "job_class": class_name})
             unit.acknowledge(jid)
+            unit.expired = 1
             self.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
             return
         target = self.resolve(class_name)

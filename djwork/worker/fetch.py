@@ -55,6 +55,7 @@ class UnitOfWork:
     locks: str = ""  # the job's lock keys, encoded (djwork/job_locks.py): released with its ack
     processed: int = 0
     failed: int = 0
+    expired: int = 0
 
     def acknowledge(self, jid: str) -> None:
         """The job is done (succeeded, expired, or filed elsewhere): remove it with the next fetch.

@@ -43,7 +43,7 @@ class Heartbeat(PeriodicComponent):
     name = "heartbeat"
 
     def __init__(self, config: Config, process: ProcessInfo, run_state: RunState, work: WorkState,
-                 take_counts: Callable[[], tuple[int, int]], in_progress_keys: list[str],
+                 take_counts: Callable[[], tuple[int, int, int]], in_progress_keys: list[str],
                  on_signal: Callable[[str], None]) -> None:
         super().__init__()
         self.config = config
@@ -92,15 +92,16 @@ class Heartbeat(PeriodicComponent):
             self.on_signal(signal_name)
 
     def flush_stats(self) -> None:
-        processed, failed = self.take_counts()
-        if not processed and not failed:
+        processed, failed, expired = self.take_counts()
+        if not processed and not failed and not expired:
             return
         day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
 
         def write(conn: Any) -> None:
             pipe = conn.pipeline(transaction=False)
             for key, value in ((keys.STAT_PROCESSED, processed), (keys.stat_processed_day(day), processed),
-                               (keys.STAT_FAILED, failed), (keys.stat_failed_day(day), failed)):
+                               (keys.STAT_FAILED, failed), (keys.stat_failed_day(day), failed),
+                               (keys.STAT_EXPIRED, expired)):
                 if value:
                     pipe.incrby(key, value)
             for key, value in ((keys.stat_processed_day(day), processed), (keys.stat_failed_day(day), failed)):
@@ -111,7 +112,8 @@ class Heartbeat(PeriodicComponent):
         try:
             redis_layer.run(write, purpose="heartbeat")
         except Exception as error:
-            logger.warning("djwork: stats window lost (processed=%d failed=%d): %s", processed, failed, error)
+            logger.warning("djwork: stats window lost (processed=%d failed=%d expired=%d): %s", processed, failed,
+                           expired, error)
 
     def write_presence(self) -> None:
         work = self.work.snapshot()

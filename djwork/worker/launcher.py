@@ -104,14 +104,15 @@ class Launcher:
         self.health = health_server(config, self.probes.live, self.probes.ready)
         self.stopped_event = threading.Event()
 
-    def take_counts(self) -> tuple[int, int]:
-        """Jobs processed and failed since the last call, across every capsule (the heartbeat's stat window)."""
-        processed = failed = 0
+    def take_counts(self) -> tuple[int, int, int]:
+        """Jobs processed, failed and expired since the last call, across every capsule (the stat window)."""
+        processed = failed = expired = 0
         for manager in self.managers:
-            more_processed, more_failed = manager.take_counts()
+            more_processed, more_failed, more_expired = manager.take_counts()
             processed += more_processed
             failed += more_failed
-        return processed, failed
+            expired += more_expired
+        return processed, failed, expired
 
     @property
     def busy(self) -> int:

@@ -58,6 +58,7 @@ class Manager:
         self.dispatcher = Dispatcher(capsule.name, fetcher, self.slots, self.acks, self.takers, self.work, arrived,
                                      fetch_timeout)
         self.processed = 0
+        self.expired = 0
         self.failed = 0
         self.processors: set[threading.Thread] = set()
         self._started = False
@@ -147,11 +148,11 @@ class Manager:
     def busy(self) -> int:
         return self.slots.busy
 
-    def take_counts(self) -> tuple[int, int]:
-        """Jobs processed and failed since the last call (the heartbeat's stat window)."""
+    def take_counts(self) -> tuple[int, int, int]:
+        """Jobs processed, failed and expired since the last call (the heartbeat's stat window)."""
         with self.condition:
-            counts = (self.processed, self.failed)
-            self.processed = self.failed = 0
+            counts = (self.processed, self.failed, self.expired)
+            self.processed = self.failed = self.expired = 0
         return counts
 
     # --- processors -----------------------------------------------------------
@@ -208,6 +209,7 @@ class Manager:
             acks.add(unit)
             self.processed += unit.processed
             self.failed += unit.failed
+            self.expired += unit.expired
             slots.finish(unit)
             # Through a backlog this processor fetches the next batch itself
             # (refill): waking the dispatcher would only add a thread to pass the GIL to.
