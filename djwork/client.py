@@ -94,8 +94,8 @@ def _raise_push_error(reply: Any, command: tuple[Any, ...]) -> None:
     if not isinstance(reply, Exception):
         return
     if is_wrong_type(reply):
-        # Redis's reply names no key: say which one, and how to free it. A unique push names three
-        # (lock, queue or schedule, queues): each one's type is looked up.
+        # Redis's reply names no key: say which one, and how to free it. A unique push names two
+        # (lock, and queue or schedule): each one's type is looked up.
         candidates = command_keys(command)
         try:
             types: Any = redis_layer.run(lambda conn: [conn.type(key) for key in candidates], idempotent=True)
@@ -153,7 +153,11 @@ def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushe
     lock = lock_of(payload)
     if lock is not None:
         script = _unique_command(payload, lock, queue, later, now)
-        (reply,) = _write_scripts([script], [payload["jid"]])
+        if later is not None:
+            (reply,) = _write_scripts([script], [payload["jid"]])
+        else:
+            reply, listed = _write_scripts([script, ("SADD", keys.QUEUES, queue)], [payload["jid"]])
+            _check_listing_replies([listed], f"SADD queues {queue}")
         return _unique_outcome(reply, script)
     raw = dumps(payload)
     if later is not None:
@@ -169,7 +173,7 @@ def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushe
 
 
 # --- unique jobs: the lock and the push in one Lua step (lua/unique_push.lua) -----------------
-UNIQUE_JID = 6  # where a unique_push command carries the job's jid
+UNIQUE_JID = 5  # where a unique_push command carries the job's jid
 
 
 def _unique_command(payload: dict[str, Any], lock: str, queue: str, at: float | None,
@@ -177,7 +181,7 @@ def _unique_command(payload: dict[str, Any], lock: str, queue: str, at: float | 
     """unique_push.lua's EVALSHA for one payload (its enqueued_at, or its schedule, already settled)."""
     ttl = lock_ttl_ms(payload, (at - now) if at is not None else 0.0)
     target = keys.SCHEDULE if at is not None else keys.queue(queue)
-    return ("EVALSHA", scripts.sha("unique_push"), 3, lock, target, keys.QUEUES,
+    return ("EVALSHA", scripts.sha("unique_push"), 2, lock, target,
             payload["jid"], ttl, dumps(payload), "" if at is not None else queue,
             repr(float(at)) if at is not None else "0")
 
@@ -216,6 +220,7 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     by_queue: dict[str, list[str]] = {}
     scheduled: dict[str, float] = {}
     unique_commands: list[tuple[Any, ...]] = []
+    unique_queues: set[str] = set()  # listed in `queues` with the plain ones' SADD
     outcomes: list[Pushed | int] = []  # an int is the index of the job's unique_push command
     for payload in payloads:
         queue = payload.get("queue") or "default"
@@ -235,6 +240,8 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
         if lock is not None:
             outcomes.append(len(unique_commands))
             unique_commands.append(_unique_command(payload, lock, queue, later, now))
+            if later is None:
+                unique_queues.add(queue)
         else:
             if later is not None:
                 scheduled[dumps(payload)] = float(later)
@@ -251,8 +258,9 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     writes = len(commands)
     # Each unique job in a step of its own, in call order: a second copy in the same batch meets the first's lock.
     commands.extend(unique_commands)
-    if by_queue:
-        commands.append(("SADD", keys.QUEUES, *by_queue))
+    listed = {**dict.fromkeys(by_queue), **dict.fromkeys(sorted(unique_queues))}
+    if listed:
+        commands.append(("SADD", keys.QUEUES, *listed))
     jids = [outcome.jid for outcome in outcomes if isinstance(outcome, Pushed) and outcome.jid]
     jids += [command[UNIQUE_JID] for command in unique_commands]
     replies = _write_scripts(commands, jids) if unique_commands else _write(commands, jids)

@@ -5,9 +5,11 @@
 -- fails (a queue key of the wrong type) gives the lock back before the error
 -- returns: a script stopped by an error keeps the writes made before it, and a
 -- lock with no job behind it would refuse every copy of this job until its TTL.
--- KEYS[1] = unique:<digest>, KEYS[2] = queue:<name> (now) or the schedule ZSET (later), KEYS[3] = queues SET
+-- The queue's name goes into `queues` by a plain SADD sent with this call, as
+-- for any push: a listing, harmless for a duplicate, and cheaper outside a script.
+-- KEYS[1] = unique:<digest>, KEYS[2] = queue:<name> (now) or the schedule ZSET (later)
 -- ARGV[1] = jid, ARGV[2] = lock TTL (ms), ARGV[3] = payload,
--- ARGV[4] = queue name ('' = scheduled: ZADD at score ARGV[5] instead of LPUSH), ARGV[5] = score
+-- ARGV[4] = '' = scheduled: ZADD at score ARGV[5] instead of LPUSH, ARGV[5] = score
 -- Returns 1 when pushed, the holder's jid (a string) for a duplicate.
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- GET, not pcall: a lock key of the wrong type must be named to the caller, not taken for a holder.
@@ -22,9 +24,5 @@ end
 if type(pushed) == 'table' and pushed['err'] then
   redis.call('DEL', KEYS[1])
   return pushed
-end
-if ARGV[4] ~= '' then
-  -- The listing only: a `queues` key of the wrong type must not undo a push that landed.
-  redis.pcall('SADD', KEYS[3], ARGV[4])
 end
 return 1

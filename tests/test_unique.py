@@ -212,7 +212,8 @@ def test_a_unique_delay_is_one_round_trip_with_no_check_before_the_push(raw_redi
         before = len(proxy.commands)
         first = unique_jobs.sync_account.delay(1)
         again = unique_jobs.sync_account.delay(1)
-        assert proxy.commands[before:] == ["EVALSHA", "EVALSHA"]
+        # One round trip each: the script (lock and push) and the listing SADD, written together.
+        assert proxy.commands[before:] == ["EVALSHA", "SADD", "EVALSHA", "SADD"]
     assert first.enqueued and again.duplicate_of == first.jid
 
 
