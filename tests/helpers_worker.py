@@ -134,6 +134,7 @@ class Workers:
         # Inherited by every process started here and by their children, whatever tree they form:
         # the teardown finds them all by it.
         self.marker = f"{os.getpid()}-{id(self)}-{time.monotonic_ns()}"
+        POOL_DIRECTORIES[self.marker] = str(Path(directory).resolve())
         self.started: list[Worker] = []
 
     def start(self, *args: str, overrides: dict[str, Any] | None = None, label: str | None = None,
@@ -263,12 +264,21 @@ POOL_MARKER = "DJWORK_TEST_POOL"
 
 
 FINISHED_POOLS: set[str] = set()  # markers of pools whose teardown ran: none of theirs may live on
+POOL_DIRECTORIES: dict[str, str] = {}  # marker -> the pool's directory, where its processes' logs are
 
 
 def marked_pids(*markers: str) -> list[int]:
-    """Every live process whose environment carries ``POOL_MARKER=`` one of ``markers``."""
+    """Every live process whose environment carries ``POOL_MARKER=`` one of ``markers``, or whose stdout or
+    stderr is a log file in one of their pools' directories.
+
+    The environment alone missed swarm children: setproctitle writes the
+    process title over the memory /proc/<pid>/environ reads, so a child that
+    set its title no longer showed the marker, outlived its test and fetched
+    the next test's jobs. Its inherited log file descriptor survives that.
+    """
     prefix = f"{POOL_MARKER}=".encode()
     wanted = {marker.encode() for marker in markers}
+    directories = tuple(POOL_DIRECTORIES[marker] + os.sep for marker in markers if marker in POOL_DIRECTORIES)
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
@@ -277,9 +287,20 @@ def marked_pids(*markers: str) -> list[int]:
                     variables = environ.read().split(b"\0")
             except OSError:
                 continue
-            if any(variable[len(prefix):] in wanted for variable in variables if variable.startswith(prefix)):
+            if any(variable[len(prefix):] in wanted for variable in variables if variable.startswith(prefix)) \
+                    or _writes_into(entry, directories):
                 found.append(int(entry))
     return found
+
+
+def _writes_into(pid: str, directories: tuple[str, ...]) -> bool:
+    for descriptor in (1, 2):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{descriptor}").startswith(directories):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def child_pids(pid: int) -> list[int]:

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
 from tests import process_jobs
-from tests.helpers_worker import identities, in_progress_items, pid_alive, wait_until, workers  # noqa: F401
+from tests.helpers_worker import (  # noqa: F401
+    identities,
+    in_progress_items,
+    marked_pids,
+    pid_alive,
+    wait_until,
+    workers,
+)
 
 TIMEOUT = 3  # the drain deadline (DJWORK TIMEOUT) every swarm here runs with
 PARENT_DUMP = "WARNING djwork.worker MainThread djwork swarm parent thread dump:"  # the log line, not a source line
@@ -96,6 +105,14 @@ def test_respawn_recovers_in_flight_jobs_then_drains_on_term(workers, raw_redis)
 def test_children_exit_when_the_parent_is_killed(workers, raw_redis):  # noqa: F811
     swarm = workers.start("--processes", "2", "-c", "1", overrides={"TIMEOUT": TIMEOUT}, label="swarm")
     children = sorted(_children_by_identity(raw_redis, swarm, 2).values())
+    # The harness must find children that set their process title (which overwrites what
+    # /proc/<pid>/environ shows): missed, one outlived its test and took the next test's jobs.
+    def titled(pid: int) -> bool:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().startswith(b"djwork ")
+
+    wait_until(lambda: all(titled(pid) for pid in [swarm.pid, *children]), 20, "the processes' titles")
+    assert {swarm.pid, *children} <= set(marked_pids(workers.marker))
     swarm.process.kill()  # SIGKILL: no drain, no forwarding; only the orphan guard is left
     swarm.wait_exit(20)
     # Nothing else would ever stop them: exiting at all is the orphan guard at work.
@@ -189,3 +206,28 @@ def test_the_board_is_shared_with_forked_children():
     os.waitpid(pid, 0)
     assert board.read(1) == (pid, 12.5, 3)
     assert board.read(0) == (0, 0.0, 0)
+
+
+def test_the_harness_finds_a_pool_process_whose_title_overwrote_its_environment(tmp_path):
+    # A title longer than the command line makes setproctitle write over the memory
+    # /proc/<pid>/environ shows, marker included: such a process is found by its log file.
+    from tests.helpers_worker import POOL_DIRECTORIES, POOL_MARKER
+
+    marker = f"harness-probe-{os.getpid()}"
+    POOL_DIRECTORIES[marker] = str(tmp_path.resolve())
+    title = "djwork " + "x" * 400
+    code = ("import setproctitle, sys, time; setproctitle.setproctitle(sys.argv[1]); print('titled', flush=True); "
+            "time.sleep(60)")
+    log_path = tmp_path / "worker-probe.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, "-c", code, title], stdout=log, stderr=subprocess.STDOUT,
+                                   env={**os.environ, POOL_MARKER: marker})
+    try:
+        wait_until(lambda: b"titled" in log_path.read_bytes(), 20, "the probe's title")
+        with open(f"/proc/{process.pid}/environ", "rb") as environ:
+            assert marker.encode() not in environ.read()  # the premise: the marker is gone from there
+        assert marked_pids(marker) == [process.pid]
+    finally:
+        process.kill()
+        process.wait(10)
+        POOL_DIRECTORIES.pop(marker)
