@@ -210,6 +210,10 @@ METRICS_MINUTE_TTL = 8 * 3600  # per-minute `j|` hashes and the histograms (Side
 METRICS_TEN_MINUTE_TTL = 72 * 3600  # 10-minute `j|` rollups (Sidekiq's MID_TERM)
 DEPLOY_MARKS_TTL = 90 * 24 * 3600  # Sidekiq::Deploy's MARK_TTL
 DEPLOY_LOCK_TTL = 60
+# Cluster-wide running totals since the keys were created, for Prometheus counters (rate() needs a
+# value that only grows; the `j|` buckets expire). No TTL: one field per class and metric.
+METRICS_TOTALS = "djwork:metrics:totals"  # HASH <Class>|p, <Class>|f, <Class>|ms
+METRICS_HISTOGRAM_TOTALS = "djwork:metrics:histograms"  # HASH <Class>|<bucket 0-25> -> successful runs
 
 
 def metrics_minute(now: dt.datetime) -> str:

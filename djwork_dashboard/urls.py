@@ -3,7 +3,7 @@
 from django.urls import path, re_path, register_converter
 
 from djwork_dashboard import views
-from djwork_dashboard.views import limits, locks, periodic
+from djwork_dashboard.views import limits, locks, periodic, prometheus
 
 
 class SetKindConverter:
@@ -30,6 +30,7 @@ LIMITER = r"(?P<name>[A-Za-z0-9_.:\-]+)"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("stats.json", views.stats_json, name="stats_json"),
+    path("metrics", prometheus.prometheus_metrics, name="prometheus"),  # no slash: Prometheus's usual path
     path("busy/", views.busy, name="busy"),
     path("busy/action", views.busy_action, name="busy_action"),
     path("queues/", views.queues, name="queues"),

@@ -168,3 +168,73 @@ def test_three_classes_read_the_same_through_sidekiqs_query_and_the_api(workers,
     percentiles = detail.percentiles()
     assert percentiles["p50"] >= 150 and percentiles["p99"] >= percentiles["p50"]  # 120 ms runs: the 150 ms bucket
     assert Metrics(now).for_class(names["failing"]).classes[names["failing"]].histogram == [0] * 26
+
+
+def scrape(client, **headers) -> tuple[int, dict]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = client.get("/djwork/metrics", **headers)
+    if response.status_code != 200:
+        return response.status_code, {}
+    assert response["Content-Type"].startswith("text/plain; version=0.0.4")
+    samples = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return 200, samples
+
+
+def test_prometheus_numbers_match_the_read_api_and_anonymous_is_refused(raw_redis, db, django_user_model, settings):
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    from djwork import api
+
+    recorder = ExecutionMetrics()
+    for ms in (5.0, 25.0, 25.0, 700.0):
+        recorder.record("App::Mixed", ms, False)
+    recorder.record("App::Mixed", 3.0, True)
+    recorder.record("App::Broken", 1.0, True)
+    pipe = raw_redis.pipeline(transaction=False)
+    queue_writes(pipe, recorder.take(), dt.datetime.now(dt.UTC))
+    pipe.execute()
+    enqueued = dt.datetime.now(dt.UTC).timestamp() - 42
+    raw_redis.lpush("queue:mail", orjson.dumps({"class": "X", "jid": "a", "args": [], "enqueued_at": enqueued}))
+    raw_redis.lpush("queue:mail", orjson.dumps({"class": "X", "jid": "b", "args": [], "enqueued_at": enqueued + 40}))
+    raw_redis.sadd("queues", "mail")
+    raw_redis.zadd("dead", {"d1": 1})
+    raw_redis.zadd("retry", {"r1": 1, "r2": 2})
+
+    anonymous = Client()
+    assert scrape(anonymous)[0] == 401
+    settings.DJWORK = {**settings.DJWORK, "METRICS_TOKEN": "s3cret"}
+    assert scrape(anonymous, HTTP_AUTHORIZATION="Bearer wrong")[0] == 401
+    status, by_token = scrape(anonymous, HTTP_AUTHORIZATION="Bearer s3cret")
+    assert status == 200
+    settings.DJWORK = {key: value for key, value in settings.DJWORK.items() if key != "METRICS_TOKEN"}
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_dashboard"))
+    staff_client = Client()
+    staff_client.force_login(viewer)
+    status, samples = scrape(staff_client)
+    assert status == 200
+    assert set(samples) == set(by_token) and samples[("djwork_dead_size", ())] == by_token[("djwork_dead_size", ())]
+
+    result = Metrics().by_class("1h")
+    for name, item in result.classes.items():
+        assert samples[("djwork_jobs_total", (("class", name), ("outcome", "success")))] == item.succeeded
+        assert samples[("djwork_jobs_total", (("class", name), ("outcome", "failure")))] == item.failed
+    mixed = result.classes["App::Mixed"]
+    assert samples[("djwork_job_duration_seconds_count", (("class", "App::Mixed"),))] == mixed.succeeded == 4
+    assert samples[("djwork_job_duration_seconds_sum", (("class", "App::Mixed"),))] == pytest.approx(mixed.seconds)
+    assert samples[("djwork_job_duration_seconds_bucket", (("class", "App::Mixed"), ("le", "0.02")))] == 1
+    assert samples[("djwork_job_duration_seconds_bucket", (("class", "App::Mixed"), ("le", "0.03")))] == 3
+    assert samples[("djwork_job_duration_seconds_bucket", (("class", "App::Mixed"), ("le", "+Inf")))] == 4
+    (mail,) = [queue for queue in api.Queue.all() if queue.name == "mail"]
+    assert samples[("djwork_queue_size", (("queue", "mail"),))] == mail.size == 2
+    assert samples[("djwork_queue_latency_seconds", (("queue", "mail"),))] == pytest.approx(mail.latency, abs=2)
+    assert 41 <= samples[("djwork_queue_latency_seconds", (("queue", "mail"),))] < 60
+    stats = api.Stats.fetch()
+    assert (samples[("djwork_retry_size", ())], samples[("djwork_dead_size", ())]) == (stats.retries, stats.dead)
+    assert (stats.retries, stats.dead) == (2, 1)
+    assert samples[("djwork_scheduled_size", ())] == 0 and samples[("djwork_processes", ())] == 0

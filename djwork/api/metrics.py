@@ -243,6 +243,29 @@ class Metrics:
                     found.append(Mark(at, _text(raw_label), bucket_time(at, granularity)))
         return sorted(found, key=lambda mark: mark.at)
 
+    @staticmethod
+    def running_totals() -> dict[str, ClassMetrics]:
+        """Every class's totals since the counters began (``djwork:metrics:totals``), with their histograms."""
+
+        def read(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            pipe.hgetall(keys.METRICS_TOTALS)
+            pipe.hgetall(keys.METRICS_HISTOGRAM_TOTALS)
+            return pipe.execute(raise_on_error=False)
+
+        totals, histograms = access.read(read)
+        classes: dict[str, ClassMetrics] = {}
+        for raw_field, raw_value in (totals.items() if isinstance(totals, dict) else ()):
+            name, _, metric = _text(raw_field).rpartition("|")
+            classes.setdefault(name, ClassMetrics(name)).add(metric, "total", _int(raw_value))
+        for raw_field, raw_value in (histograms.items() if isinstance(histograms, dict) else ()):
+            name, _, index = _text(raw_field).rpartition("|")
+            if not index.isdigit() or int(index) >= BUCKETS:
+                continue
+            counts = classes.setdefault(name, ClassMetrics(name)).histograms.setdefault("total", [0] * BUCKETS)
+            counts[int(index)] += _int(raw_value)
+        return classes
+
     def _result(self, period: str, granularity: str, moments: list[dt.datetime],
                 classes: dict[str, ClassMetrics]) -> MetricsResult:
         starts_at = moments[-1] - dt.timedelta(seconds=STRIDES[granularity])

@@ -2,7 +2,9 @@
 
 Sidekiq 8's layout: every beat adds this process's counts since the last
 beat to the current minute's ``j|`` hash and ten-minute rollup, and its
-execution-time histograms to the minute's ``h|`` keys. The write rides in
+execution-time histograms to the minute's ``h|`` keys; and, for Prometheus,
+to running totals that never expire (``djwork:metrics:totals`` and
+``djwork:metrics:histograms``). The write rides in
 the heartbeat's stat-counter pipeline and, like it, is never replayed: a
 replay after a lost reply would count the window twice, so a lost window is
 accepted instead (Sidekiq does the same).
@@ -94,3 +96,9 @@ def queue_writes(pipe: Any, window: Window, now: dt.datetime) -> None:
         for field, value in window.fields.items():
             pipe.hincrby(key, field, value)
         pipe.expire(key, ttl)
+    for field, value in window.fields.items():
+        pipe.hincrby(keys.METRICS_TOTALS, field, value)
+    for class_name, counts in window.histograms.items():
+        for index, value in enumerate(counts):
+            if value:
+                pipe.hincrby(keys.METRICS_HISTOGRAM_TOTALS, f"{class_name}|{index}", value)
