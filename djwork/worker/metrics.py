@@ -18,11 +18,12 @@ histogram buckets) on its own thread, once per beat.
 from __future__ import annotations
 
 import datetime as dt
+from bisect import bisect_right
 from collections import deque
 from typing import Any
 
 from djwork import keys
-from djwork.metrics_layout import BUCKETS, bucket_index, histogram_increments
+from djwork.metrics_layout import BUCKET_BOUNDS, BUCKETS, histogram_increments
 
 
 class Window:
@@ -55,30 +56,34 @@ class ExecutionMetrics:
         ``|ms`` and the histogram, whose averages are about successful runs.
         """
         window = Window()
-        fields = window.fields
-        histograms = window.histograms
+        per_class: dict[Any, list[Any]] = {}  # class -> [runs, failures, ms, histogram]
         events = self._events
+        pop = events.popleft
+        bounds = BUCKET_BOUNDS
         # Bounded by the length at the start: threads appending meanwhile can't keep this loop going.
         for _ in range(len(events)):
             try:
-                class_name, elapsed_ms, failed = events.popleft()
+                class_name, elapsed_ms, failed = pop()
             except IndexError:
                 break
-            if not isinstance(class_name, str):
-                class_name = str(class_name)
-            key = class_name + "|p"
-            fields[key] = fields.get(key, 0) + 1
+            entry = per_class.get(class_name)
+            if entry is None:
+                entry = per_class[class_name] = [0, 0, 0, [0] * BUCKETS]
+            entry[0] += 1
             if failed:
-                key = class_name + "|f"
-                fields[key] = fields.get(key, 0) + 1
+                entry[1] += 1
                 continue
             ms = int(elapsed_ms)  # Sidekiq counts whole milliseconds (a difference of monotonic ms)
-            key = class_name + "|ms"
-            fields[key] = fields.get(key, 0) + ms
-            counts = histograms.get(class_name)
-            if counts is None:
-                counts = histograms[class_name] = [0] * BUCKETS
-            counts[bucket_index(ms)] += 1
+            entry[2] += ms
+            entry[3][bisect_right(bounds, ms)] += 1
+        for class_name, (runs, failures, ms, counts) in per_class.items():
+            name = class_name if isinstance(class_name, str) else str(class_name)
+            window.fields[name + "|p"] = window.fields.get(name + "|p", 0) + runs
+            if failures:
+                window.fields[name + "|f"] = window.fields.get(name + "|f", 0) + failures
+            if runs > failures:
+                window.fields[name + "|ms"] = window.fields.get(name + "|ms", 0) + ms
+                window.histograms[name] = counts
         return window
 
     def pending(self) -> int:
