@@ -125,3 +125,16 @@ def bar_chart(values: list[int], labels: list[str]) -> Chart:
     chart.x_ticks = [Tick(chart.plot_left + slot * (index + 0.5), label)
                      for index, label in enumerate(labels) if index % 5 == 0]
     return chart
+
+
+SPARK_WIDTH, SPARK_HEIGHT = 80.0, 18.0
+
+
+def sparkline(buckets: list[str], values: dict[str, float]) -> str:
+    """Polyline points for a small line (missing buckets read as 0); "" when there is nothing to draw."""
+    if not values or len(buckets) < 2:
+        return ""
+    top = max(values.values()) or 1.0
+    step = SPARK_WIDTH / (len(buckets) - 1)
+    return " ".join(f"{index * step:.1f},{SPARK_HEIGHT - 1 - (SPARK_HEIGHT - 2) * values.get(bucket, 0.0) / top:.1f}"
+                    for index, bucket in enumerate(buckets))

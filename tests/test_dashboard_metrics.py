@@ -95,3 +95,10 @@ def test_queues_page_draws_size_and_latency(viewer, recorded):
     page = viewer.get(url("metrics_queues")).content.decode()
     assert page.count("<svg") == 4 and 'data-queue="mail"' in page
     assert re.search(r'data-label="Latency">1m 3\ds<', page)  # the oldest job waited 90 s at the last sample
+
+
+def test_overview_draws_a_latency_sparkline_per_sampled_queue(viewer, recorded):
+    page = viewer.get(url("overview")).content.decode()
+    (points,) = re.findall(r'aria-label="latency of mail over the last hour"><polyline points="([^"]+)"', page)
+    ys = [float(pair.split(",")[1]) for pair in points.split()]
+    assert len(ys) == 60 and min(ys) < 2 and ys.count(17.0) >= 57  # two samples with a job waiting, the rest at zero

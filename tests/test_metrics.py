@@ -238,3 +238,15 @@ def test_prometheus_numbers_match_the_read_api_and_anonymous_is_refused(raw_redi
     assert (samples[("djwork_retry_size", ())], samples[("djwork_dead_size", ())]) == (stats.retries, stats.dead)
     assert (stats.retries, stats.dead) == (2, 1)
     assert samples[("djwork_scheduled_size", ())] == 0 and samples[("djwork_processes", ())] == 0
+
+
+def test_metrics_false_builds_no_recorder_and_no_sampler_thread(raw_redis):
+    from djwork.conf import build_config
+    from djwork.worker.launcher import Launcher
+
+    off = Launcher(build_config({"METRICS": False}))
+    assert off.metrics is None and off.heartbeat.metrics is None
+    off.queue_sampler.start()
+    assert not off.queue_sampler.running
+    on = Launcher(build_config({}))
+    assert isinstance(on.metrics, ExecutionMetrics) and on.heartbeat.metrics is on.metrics
