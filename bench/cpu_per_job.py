@@ -1,18 +1,22 @@
 """Where a drain's CPU goes: worker and Redis CPU per job, and context switches (a benchmark, not a test).
 
     ./dev bench cpu_per_job [--jobs 20000] [--concurrency 10] [--processes 1] [--job incr|nearly_noop] [--runs 3]
+                            [--metrics on|off|both] [--heartbeat-interval 10]
 
 Pre-loads --jobs jobs, starts one `runworkers` process and, between its
 first and last job, reads the CPU time of the worker and of redis-server
 from /proc, and the voluntary and involuntary context switches of every
 worker thread. `--job nearly_noop` leaves out the job body's own Redis call,
-so what remains is djwork's own cost per job. Linux only (/proc).
+so what remains is djwork's own cost per job. `--metrics both` alternates
+runs with execution metrics off and on (docs/metrics.md) and prints the
+medians of each. Linux only (/proc).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -80,18 +84,30 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--job", choices=["incr", "nearly_noop"], default="incr")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--metrics", choices=["on", "off", "both"], default="on")
+    parser.add_argument("--heartbeat-interval", type=float, default=10.0)
     options = parser.parse_args()
+    os.environ["BENCH_HEARTBEAT_INTERVAL"] = str(options.heartbeat_interval)
     server = start_redis()
     try:
         setup_django()
         rows = []
+        seen: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
         for number in range(1, options.runs + 1):
-            rate, worker_us, redis_us, voluntary, involuntary = run(options.job, options.jobs, options.concurrency,
-                                                                    options.processes)
-            rows.append((f"run {number}: {options.job}, {options.processes}p -c {options.concurrency}, "
-                         f"{options.jobs:,} jobs",
-                         f"{rate:,.0f} jobs/s; worker {worker_us:.0f} us CPU/job, redis-server {redis_us:.0f} us; "
-                         f"{voluntary:.1f} + {involuntary:.1f} context switches/job"))
+            for mode in (("off", "on") if options.metrics == "both" else (options.metrics,)):
+                os.environ["BENCH_METRICS"] = "1" if mode == "on" else "0"
+                rate, worker_us, redis_us, voluntary, involuntary = run(options.job, options.jobs,
+                                                                        options.concurrency, options.processes)
+                seen[mode].append((rate, worker_us))
+                rows.append((f"run {number}: {options.job}, {options.processes}p -c {options.concurrency}, "
+                             f"{options.jobs:,} jobs, metrics {mode}",
+                             f"{rate:,.0f} jobs/s; worker {worker_us:.0f} us CPU/job, redis-server {redis_us:.0f} us; "
+                             f"{voluntary:.1f} + {involuntary:.1f} context switches/job"))
+        if options.metrics == "both":
+            for mode, values in seen.items():
+                rows.append((f"median, metrics {mode}",
+                             f"{statistics.median(v[0] for v in values):,.0f} jobs/s; worker "
+                             f"{statistics.median(v[1] for v in values):.1f} us CPU/job"))
         print(table(rows, "CPU per job during a drain"))
     finally:
         server.stop()

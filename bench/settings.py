@@ -16,6 +16,10 @@ DJWORK = {
     "CONCURRENCY": 10,
     "QUEUES": ["bench"],
     "LOG_JOBS": False,
+    # ./dev bench cpu_per_job --metrics both: the same drain with execution metrics on and off.
+    "METRICS": os.environ.get("BENCH_METRICS", "1") != "0",
+    # A short beat puts the metrics' flushes inside a short drain's measured window.
+    "HEARTBEAT_INTERVAL": float(os.environ.get("BENCH_HEARTBEAT_INTERVAL", "10")),
 }
 LOGGING = {
     "version": 1,

@@ -8,6 +8,14 @@ from djwork.payload import ArgumentError
 
 __version__ = "0.1.0"
 
+
+def mark_deploy(label: str | None = None) -> bool:
+    """Mark a deploy on the Metrics charts (default label: the last git commit); docs/metrics.md."""
+    from djwork.api.metrics import mark_deploy as mark
+
+    return mark(label)
+
+
 __all__ = [
     "ArgumentError",
     "BoundJob",
@@ -19,6 +27,7 @@ __all__ = [
     "UnknownJobClass",
     "WrongTypeKey",
     "job",
+    "mark_deploy",
     "periodic",
     "shared_task",
 ]

@@ -72,6 +72,8 @@ class Config:
     health_host: str
     leader: bool
     periodic: tuple[Any, ...]
+    metrics: bool
+    metrics_token: str | None
     test_clock: Any  # djwork.cron.clock.Clock
 
     @property

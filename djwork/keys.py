@@ -9,6 +9,8 @@ keys) must be a change to this file alone. docs/keys.md mirrors this table.
 
 from __future__ import annotations
 
+import datetime as dt
+
 # --- Sidekiq OSS keys (docs/wire.md, Keys) ------------------------------------
 QUEUES = "queues"  # SET of queue names without the "queue:" prefix
 SCHEDULE = "schedule"  # ZSET score = run-at epoch seconds (float)
@@ -200,3 +202,51 @@ UNIQUE_PREFIX = "unique:"
 def unique(digest: str) -> str:
     """STRING ``unique:<digest>``: the jid of the one job holding this uniqueness lock, PX unique_for."""
     return f"{UNIQUE_PREFIX}{digest}"
+
+
+# --- execution metrics, Sidekiq 8's layout (docs/metrics.md) ----------------------
+# Times are UTC. Sidekiq 7 wrote other names (docs/metrics.md, Versions): its
+# Metrics page does not read these.
+METRICS_MINUTE_TTL = 8 * 3600  # per-minute `j|` hashes and the histograms (Sidekiq's SHORT_TERM)
+METRICS_TEN_MINUTE_TTL = 72 * 3600  # 10-minute `j|` rollups (Sidekiq's MID_TERM)
+DEPLOY_MARKS_TTL = 90 * 24 * 3600  # Sidekiq::Deploy's MARK_TTL
+DEPLOY_LOCK_TTL = 60
+# Cluster-wide running totals since the keys were created, for Prometheus counters (rate() needs a
+# value that only grows; the `j|` buckets expire). No TTL: one field per class and metric.
+METRICS_TOTALS = "djwork:metrics:totals"  # HASH <Class>|p, <Class>|f, <Class>|ms
+METRICS_HISTOGRAM_TOTALS = "djwork:metrics:histograms"  # HASH <Class>|<bucket 0-25> -> successful runs
+
+
+def metrics_minute(now: dt.datetime) -> str:
+    """HASH ``j|YYMMDD|H:MM`` (hour unpadded, minute padded): ``<Class>|p``, ``|f``, ``|ms`` counters."""
+    return f"j|{now:%y%m%d}|{now.hour}:{now:%M}"
+
+
+def metrics_ten_minutes(now: dt.datetime) -> str:
+    """HASH ``j|YYMMDD|H:M``: the minute key without its last digit ("8:4" holds 8:40-8:49)."""
+    return metrics_minute(now)[:-1]
+
+
+def metrics_histogram(class_name: str, now: dt.datetime) -> str:
+    """STRING ``h|<Class>-<day>-<H>:<M>`` (day of month, hour, minute all unpadded): BITFIELD of 26 u16 counters."""
+    return f"h|{class_name}-{now.day}-{now.hour}:{now.minute}"
+
+
+def deploy_marks(day: dt.date) -> str:
+    """HASH ``YYYYMMDD-marks``: ISO-8601 minute stamp -> label (Sidekiq::Deploy)."""
+    return f"{day:%Y%m%d}-marks"
+
+
+def deploy_lock(label: str) -> str:
+    """STRING ``deploylock-<label>``, SET NX EX 60: one mark per label per minute (Sidekiq::Deploy)."""
+    return f"deploylock-{label}"
+
+
+def queue_metrics_minute(now: dt.datetime) -> str:
+    """HASH ``djwork:qm|YYMMDD|H:MM``: sums of the leader's queue samples in that minute (docs/metrics.md)."""
+    return f"djwork:qm|{now:%y%m%d}|{now.hour}:{now:%M}"
+
+
+def queue_metrics_ten_minutes(now: dt.datetime) -> str:
+    """HASH ``djwork:qm|YYMMDD|H:M``: the same sums over ten minutes."""
+    return queue_metrics_minute(now)[:-1]

@@ -237,6 +237,17 @@ SETTINGS: tuple[SettingSpec, ...] = (
         ' (`"none"`, `"latest"`, `"all"`; default `"latest"`), `max_lookback` and `lock_ttl` (seconds, default one'
         " day each), `overlap` (default `True`). Exactly one enqueue per slot; docs/periodic.md.",
         check=check_periodic_setting, also=("djwork.E042", "djwork.E043", "djwork.E044", "djwork.E045")),
+    # --- Metrics (docs/metrics.md) ---
+    SettingSpec(
+        "METRICS", True, flag, "djwork.E017", "False stops recording per-class execution metrics.", "Metrics",
+        "Record per-class execution metrics (Sidekiq 8's metrics keys, written with each heartbeat) and, on"
+        " the leader, the per-queue samples. `True` or `False`. docs/metrics.md."),
+    SettingSpec(
+        "METRICS_TOKEN", None, optional_text, "djwork.E060",
+        "None (staff sessions only) or a secret string a scraper sends as 'Authorization: Bearer <token>'.",
+        "Metrics",
+        "Bearer token that lets a Prometheus scraper read `/djwork/metrics` without a session; `None`: staff"
+        " sessions only. docs/metrics.md."),
     SettingSpec(
         "TEST_CLOCK", None, clock_setting, "djwork.E046",
         "None outside tests; e.g. {'speed': 20} runs the leader's and the periodic entries' time 20 times faster.",

@@ -3,7 +3,7 @@
 from django.urls import path, re_path, register_converter
 
 from djwork_dashboard import views
-from djwork_dashboard.views import limits, locks, periodic
+from djwork_dashboard.views import limits, locks, metrics, periodic, prometheus
 
 
 class SetKindConverter:
@@ -30,6 +30,7 @@ LIMITER = r"(?P<name>[A-Za-z0-9_.:\-]+)"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("stats.json", views.stats_json, name="stats_json"),
+    path("metrics", prometheus.prometheus_metrics, name="prometheus"),  # no slash: Prometheus's usual path
     path("busy/", views.busy, name="busy"),
     path("busy/action", views.busy_action, name="busy_action"),
     path("queues/", views.queues, name="queues"),
@@ -39,6 +40,10 @@ urlpatterns = [
     path("limits/", limits.limits, name="limits"),
     re_path(rf"^limits/{LIMITER}/$", limits.limiter, name="limiter"),
     re_path(rf"^limits/{LIMITER}/action$", limits.limiter_action, name="limiter_action"),
+    path("metrics/", metrics.metrics_classes, name="metrics"),
+    path("metrics/queues/", metrics.metrics_queues, name="metrics_queues"),
+    # Any class name, "/" included (a payload's class is free text); over 200 characters is a 404.
+    re_path(r"^metrics/class/(?P<name>.{1,200})/$", metrics.metrics_class, name="metrics_class"),
     path("locks/", locks.locks, name="locks"),
     path("locks/action", locks.lock_action, name="lock_action"),
     path("periodic/", periodic.periodic_list, name="periodic"),

@@ -281,6 +281,8 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("LIMITER_MAX_RESCHEDULES", 2.5, "djwork.E024"),
     # Periodic jobs (docs/periodic.md; more cases in tests/test_periodic_checks.py).
     ("LEADER", "yes", "djwork.E040"),
+    ("METRICS", "yes", "djwork.E017"),
+    ("METRICS_TOKEN", 5, "djwork.E060"),
     ("PERIODIC", {"cron": "* * * * *", "job": "tests.jobs.add"}, "djwork.E041"),  # a dict, not a list
     ("PERIODIC", [{"cron": "* * * * *", "job": "tests.jobs.add", "args": [1], "catchup": "all"}], "djwork.E041"),
     ("PERIODIC", [{"cron": "every minute", "job": "tests.jobs.add", "args": [1]}], "djwork.E042"),

@@ -51,3 +51,9 @@ __all__ += ["Quarantine", "QuarantinedKey"]
 from djwork.api.unique_locks import LockPage, UniqueLock, UniqueLocks  # noqa: E402
 
 __all__ += ["LockPage", "UniqueLock", "UniqueLocks"]
+
+# Execution metrics, queue samples, deploy marks (docs/metrics.md).
+from djwork.api.metrics import ClassMetrics, Mark, Metrics, MetricsResult, mark_deploy  # noqa: E402
+from djwork.api.metrics_queues import QueuePoint, QueueSeries  # noqa: E402
+
+__all__ += ["ClassMetrics", "Mark", "Metrics", "MetricsResult", "QueuePoint", "QueueSeries", "mark_deploy"]

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from djwork.worker.acks import AckBuffer
     from djwork.worker.fetch import UnitOfWork
     from djwork.worker.history import HistoryRecorder
+    from djwork.worker.metrics import ExecutionMetrics
     from djwork.worker.process import WorkState
 
 logger = logging.getLogger("djwork")
@@ -68,8 +69,10 @@ def close_stale_connections() -> None:
 class Executor:
     """Shared by every processor thread of a Launcher; per-thread state lives in ``_local``."""
 
-    def __init__(self, config: Config, identity: str, history: HistoryRecorder, work: WorkState) -> None:
+    def __init__(self, config: Config, identity: str, history: HistoryRecorder, work: WorkState,
+                 metrics: ExecutionMetrics | None = None) -> None:
         self.config = config
+        self.metrics = metrics  # per-class execution metrics (docs/metrics.md); None when METRICS is off
         self.identity = identity
         self.history = history
         self.work = work
@@ -177,6 +180,8 @@ class Executor:
             unit.processed = 1
             unit.acknowledge(jid)
             self.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
+            if self.metrics is not None:
+                self.metrics.record(payload.get("wrapped") or class_name, elapsed_ms, False)
             if isinstance(target, Task) or payload.get("djwork_task"):
                 task_results.finished(jid, self.identity, result=result)
             if log_jobs:
@@ -187,6 +192,8 @@ class Executor:
         if isinstance(error, OverLimit) and self._reschedule(unit, acks, payload, error, target, started,
                                                              elapsed_ms):
             return
+        if self.metrics is not None:
+            self.metrics.record(payload.get("wrapped") or class_name, elapsed_ms, True)
         if log_jobs:
             logger.info("fail jid=%s class=%s elapsed=%.1fms error=%s: %s", jid, class_name, elapsed_ms,
                         error_class_name(error), safe_message(error)[:200],
@@ -254,6 +261,8 @@ class Executor:
         new_payload, score = decided
         self.history.record(jid, payload["class"], unit.queue, "rescheduled", started, elapsed_ms,
                             "djwork.limiter.OverLimit", str(error))
+        if self.metrics is not None:  # a run a limiter sent back is no failure (docs/metrics.md)
+            self.metrics.record(payload.get("wrapped") or payload["class"], elapsed_ms, False)
         if self.config.log_jobs:
             logger.info("rescheduled jid=%s class=%s limiter=%s in=%.3fs overrated=%d", jid, payload["class"],
                         error.name, score - time.time(), new_payload["overrated"],

@@ -3,8 +3,10 @@
 Each beat is three separate round trips, because they have different
 replay rules:
 
-1. the stat counters (INCRBY): never replayed — a replay after a lost reply
-   counts the window twice; a lost window is accepted instead, as Sidekiq does;
+1. the stat counters (INCRBY), with the execution metrics' counters when
+   they are on (djwork/worker/metrics.py): never replayed — a replay after a
+   lost reply counts the window twice; a lost window is accepted instead, as
+   Sidekiq does;
 2. the presence write (SADD processes, the ``<identity>`` hash, the work
    hashes under both ``:work`` and Sidekiq 6.4.1's ``:workers``, the
    Redis-clock beat stamp): idempotent, it converges on the same state
@@ -30,6 +32,7 @@ from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.memory import rss_kb
+from djwork.worker.metrics import ExecutionMetrics, queue_writes
 from djwork.worker.process import ProcessInfo, RunState, WorkState
 
 logger = logging.getLogger("djwork.worker")
@@ -44,8 +47,9 @@ class Heartbeat(PeriodicComponent):
 
     def __init__(self, config: Config, process: ProcessInfo, run_state: RunState, work: WorkState,
                  take_counts: Callable[[], tuple[int, int, int]], in_progress_keys: list[str],
-                 on_signal: Callable[[str], None]) -> None:
+                 on_signal: Callable[[str], None], metrics: ExecutionMetrics | None = None) -> None:
         super().__init__()
+        self.metrics = metrics
         self.config = config
         self.process = process
         self.identity = process.identity
@@ -93,9 +97,11 @@ class Heartbeat(PeriodicComponent):
 
     def flush_stats(self) -> None:
         processed, failed, expired = self.take_counts()
-        if not processed and not failed and not expired:
+        window = self.metrics.take() if self.metrics is not None else None
+        if not processed and not failed and not expired and not window:
             return
-        day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+        now = dt.datetime.now(dt.UTC)
+        day = now.strftime("%Y-%m-%d")
 
         def write(conn: Any) -> None:
             pipe = conn.pipeline(transaction=False)
@@ -107,6 +113,8 @@ class Heartbeat(PeriodicComponent):
             for key, value in ((keys.stat_processed_day(day), processed), (keys.stat_failed_day(day), failed)):
                 if value:
                     pipe.expire(key, keys.STATS_TTL)
+            if window:
+                queue_writes(pipe, window, now)
             pipe.execute()
 
         try:

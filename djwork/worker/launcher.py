@@ -41,8 +41,10 @@ from djwork.worker.history import HistoryRecorder
 from djwork.worker.key_guard import KeyGuard
 from djwork.worker.leader import Leader
 from djwork.worker.manager import Manager
+from djwork.worker.metrics import ExecutionMetrics
 from djwork.worker.periodic import PeriodicTicker
 from djwork.worker.process import ProcessInfo, RunState, WorkState
+from djwork.worker.queue_samples import QueueSampler
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
 
@@ -82,20 +84,22 @@ class Launcher:
         fetchers = [Fetcher(self.identity, capsule, reliable, isolation) for capsule in config.capsules]
         in_progress_keys = [key for fetcher in fetchers for key in fetcher.in_progress_keys] if reliable else []
         self.history = HistoryRecorder(self.identity, config.history_max_length)
-        executor = Executor(config, self.identity, self.history, self.work)
+        self.metrics = ExecutionMetrics() if config.metrics else None
+        executor = Executor(config, self.identity, self.history, self.work, self.metrics)
         self.managers = [
             Manager(capsule, fetcher, executor, self.request_shutdown,
                     fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout)
             for capsule, fetcher in zip(config.capsules, fetchers, strict=True)
         ]
         self.heartbeat = Heartbeat(config, self.process, self.state, self.work, self.take_counts, in_progress_keys,
-                                   self.handle_remote_signal)
+                                   self.handle_remote_signal, self.metrics)
         self.poller = ScheduledPoller(config)
         self.reaper = Reaper(config, in_progress_keys)
         self.key_guard = KeyGuard(config)
         # The leader lease, and the periodic entries the leader fires (docs/periodic.md).
         self.leader = Leader(config, self.identity)
         self.periodic = PeriodicTicker(config, self.leader, self.identity)
+        self.queue_sampler = QueueSampler(config, self.leader)  # leader-only queue samples (docs/metrics.md)
         for fetcher in fetchers:
             # A fetch that met a wrong-type key skips its queue; the guard moves the key aside.
             fetcher.on_broken_key = lambda key, _error: self.key_guard.repair(key) is not None
@@ -167,6 +171,7 @@ class Launcher:
         self.reaper.start()
         self.leader.start()
         self.periodic.start()
+        self.queue_sampler.start()
 
     def _first_beat(self) -> None:
         """Beat once before anything fetches, retrying while Redis is unreachable, until stopped."""
@@ -191,6 +196,7 @@ class Launcher:
         self._guarded("poller", self.poller.stop)
         # A process on its way out hands the lease over now, not when it lapses.
         self._guarded("periodic", self.periodic.stop)
+        self._guarded("queue-sampler", self.queue_sampler.stop)
         self._guarded("leader", self.leader.stop)
 
     def hurry(self) -> None:
@@ -232,6 +238,7 @@ class Launcher:
     def _release_components(self) -> None:
         try:
             self._guarded("periodic", self.periodic.stop)
+            self._guarded("queue-sampler", self.queue_sampler.stop)
             self._guarded("leader", self.leader.stop)
             self._guarded("reaper", self.reaper.stop)
             self._guarded("key-guard", self.key_guard.stop)

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
 from djwork import api
+from djwork_dashboard.charts import sparkline
 from djwork_dashboard.views.base import page_view, render_page
 
 HISTORY_DAYS = (7, 30, 90)
@@ -30,10 +31,13 @@ def overview(request: HttpRequest) -> HttpResponse:
         "history": [{"date": day.date.isoformat(), "processed": day.processed, "failed": day.failed}
                     for day in reversed(history)],
     }
+    samples = api.Metrics().by_queue("1h")  # the leader's latency samples (docs/metrics.md)
+    sparks = {queue: sparkline(samples.buckets, {point.bucket: point.latency for point in points})
+              for queue, points in samples.queues.items()}
     return render_page(request, "djwork_dashboard/overview.html", {
         "summary": stats, "stats": stats, "history": history, "days": days, "day_choices": HISTORY_DAYS,
         "chart": chart, "redis": api.redis_info(), "queues": api.Queue.all(),
-        "quarantined": api.Quarantine.recent(),
+        "quarantined": api.Quarantine.recent(), "sparks": sparks,
         "history_processed": sum(day.processed for day in history),
         "history_failed": sum(day.failed for day in history),
     })

@@ -1,0 +1,76 @@
+"""The cluster's metrics in Prometheus's text format, computed from Redis at each scrape (docs/metrics.md).
+
+One scrape of any web process covers every worker: the job counters come
+from the running totals all workers add to, the gauges from the keys
+themselves (queues, sets, process hashes). A fresh registry per scrape, so
+nothing is kept in the web process between scrapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+from djwork import api
+from djwork.metrics_layout import BUCKET_BOUNDS
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ClusterCollector:
+    """A prometheus_client collector reading djwork.api once per ``collect``."""
+
+    def collect(self) -> Iterator[Any]:
+        classes = api.Metrics.running_totals()
+        jobs = CounterMetricFamily("djwork_jobs", "Job executions by class and outcome, cluster-wide.",
+                                   labels=["class", "outcome"])
+        durations = HistogramMetricFamily("djwork_job_duration_seconds",
+                                          "Execution time of successful runs by class (Sidekiq's 26 buckets).",
+                                          labels=["class"])
+        for name in sorted(classes):
+            item = classes[name]
+            jobs.add_metric([name, "success"], item.succeeded)
+            jobs.add_metric([name, "failure"], item.failed)
+            counts = item.histogram
+            running = 0
+            buckets: list[tuple[str, float]] = []
+            for index, count in enumerate(counts):
+                running += count
+                bound = BUCKET_BOUNDS[index] / 1000.0 if index < len(BUCKET_BOUNDS) else math.inf
+                buckets.append(("+Inf" if bound == math.inf else repr(bound), running))
+            durations.add_metric([name], buckets, item.totals.get("ms", 0) / 1000.0)
+        yield jobs
+        yield durations
+
+        stats = api.Stats.fetch()
+        queues = api.Queue.all()
+        size = GaugeMetricFamily("djwork_queue_size", "Jobs waiting in each queue.", labels=["queue"])
+        latency = GaugeMetricFamily("djwork_queue_latency_seconds", "Age of each queue's oldest job.",
+                                    labels=["queue"])
+        for queue in queues:
+            size.add_metric([queue.name], queue.size)
+            latency.add_metric([queue.name], queue.latency)
+        yield size
+        yield latency
+        processes = api.ProcessSet().all()
+        for name, text, value in (
+            ("djwork_retry_size", "Jobs in the retry set.", stats.retries),
+            ("djwork_dead_size", "Jobs in the dead set.", stats.dead),
+            ("djwork_scheduled_size", "Jobs in the scheduled set.", stats.scheduled),
+            ("djwork_busy", "Jobs running now, cluster-wide.", sum(process.busy for process in processes)),
+            ("djwork_concurrency", "Processor threads, cluster-wide.",
+             sum(process.concurrency for process in processes)),
+            ("djwork_processes", "Live worker processes.", len(processes)),
+        ):
+            yield GaugeMetricFamily(name, text, value=value)
+
+
+def exposition() -> bytes:
+    """The text a scrape gets; raises djwork.api.RedisUnavailable when Redis is away."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ClusterCollector())  # type: ignore[arg-type]
+    return generate_latest(registry)

@@ -1,0 +1,104 @@
+"""Dashboard Metrics pages (docs/metrics.md): access, every class listed and sortable, charts drawn, escaping."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import orjson
+import pytest
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+
+from djwork.api import mark_deploy
+from djwork.worker import queue_samples
+from djwork.worker.metrics import ExecutionMetrics, queue_writes
+
+EVIL = "App::<script>alert(1)</script>"
+
+
+def url(name: str, *args: str) -> str:
+    return reverse(f"djwork_dashboard:{name}", args=args)
+
+
+@pytest.fixture
+def recorded(raw_redis):
+    """30 classes (more than Sidekiq's 20), one failing, one slow, one with markup in its name; a deploy; samples."""
+    now = dt.datetime.now(dt.UTC)
+    recorder = ExecutionMetrics()
+    for number in range(30):
+        for _ in range(number + 1):
+            recorder.record(f"app.jobs.job_{number:02d}", 10.0 * (number + 1), False)
+    recorder.record("app.jobs.flaky", 5.0, True)
+    recorder.record(EVIL, 1.0, False)
+    pipe = raw_redis.pipeline(transaction=False)
+    queue_writes(pipe, recorder.take(), now)
+    pipe.execute()
+    mark_deploy("v9 <b>bold</b>")
+    raw_redis.lpush("queue:mail", orjson.dumps({"class": "X", "jid": "a", "args": [],
+                                                "enqueued_at": now.timestamp() - 90}))
+    raw_redis.sadd("queues", "mail")
+    queue_samples.sample_once(now - dt.timedelta(minutes=2))
+    queue_samples.sample_once(now)
+    return now
+
+
+@pytest.fixture
+def viewer(db, django_user_model) -> Client:
+    user = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_dashboard"))
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_anonymous_goes_to_login_and_staff_without_permission_gets_403(client, db, django_user_model, recorded):
+    pages = (url("metrics"), url("metrics_queues"), url("metrics_class", "app.jobs.flaky"))
+    for target in pages:
+        assert client.get(target)["Location"].startswith("/admin/login/"), target
+    client.force_login(django_user_model.objects.create_user("plain", password="pw", is_staff=True))
+    for target in pages:
+        assert client.get(target).status_code == 403, target
+
+
+def test_classes_page_lists_every_class_sorted_and_paged_with_the_chart(viewer, recorded):
+    first = viewer.get(url("metrics")).content.decode()
+    assert "<svg" in first and first.count('class="mline"') == 5  # the top 5 by total time
+    assert 'class="mark"' in first and "v9 &lt;b&gt;bold&lt;/b&gt;" in first and "<b>bold" not in first
+    listed = re.findall(r'data-class="([^"]+)"', first)
+    assert len(listed) == 25 and listed[0] == "app.jobs.job_29"  # most total time first
+    second = viewer.get(url("metrics") + "?page=2").content.decode()
+    assert len(re.findall(r'data-class="([^"]+)"', second)) == 32 - 25  # every class, not only 20
+    by_name = re.findall(r'data-class="([^"]+)"', viewer.get(url("metrics") + "?sort=name&order=asc").content.decode())
+    assert by_name == sorted(by_name) and by_name[0] == "App::&lt;script&gt;alert(1)&lt;/script&gt;"
+    named = viewer.get(url("metrics") + "?sort=name&order=asc").content.decode()
+    assert "<script>alert" not in named
+    evil = viewer.get(url("metrics_class", EVIL))
+    assert evil.status_code == 200 and "<script>alert" not in evil.content.decode()
+    failed = re.findall(r'data-class="([^"]+)"', viewer.get(url("metrics") + "?sort=failed").content.decode())
+    assert failed[0] == "app.jobs.flaky"
+    only = viewer.get(url("metrics") + "?q=FLAKY&period=24h").content.decode()
+    assert re.findall(r'data-class="([^"]+)"', only) == ["app.jobs.flaky"]
+    assert "is not one of the periods" in viewer.get(url("metrics") + "?period=5y", follow=True).content.decode()
+
+
+def test_class_page_shows_histogram_percentiles_and_the_history_link(viewer, recorded):
+    page = viewer.get(url("metrics_class", "app.jobs.job_09")).content.decode()  # ten runs of 100 ms
+    assert page.count('class="bar"') == 26
+    assert re.search(r"<strong>p50</strong> &lt; 150 ms", page) and re.search(r"<strong>p99</strong> &lt; 150 ms", page)
+    assert "?class=app.jobs.job_09" in page
+    assert viewer.get(url("metrics_class", "app.jobs.job_09") + "?period=72h", follow=True).status_code == 200
+
+
+def test_queues_page_draws_size_and_latency(viewer, recorded):
+    page = viewer.get(url("metrics_queues")).content.decode()
+    assert page.count("<svg") == 4 and 'data-queue="mail"' in page
+    assert re.search(r'data-label="Latency">1m 3\ds<', page)  # the oldest job waited 90 s at the last sample
+
+
+def test_overview_draws_a_latency_sparkline_per_sampled_queue(viewer, recorded):
+    page = viewer.get(url("overview")).content.decode()
+    (points,) = re.findall(r'aria-label="latency of mail over the last hour"><polyline points="([^"]+)"', page)
+    ys = [float(pair.split(",")[1]) for pair in points.split()]
+    assert len(ys) == 60 and min(ys) < 2 and ys.count(17.0) >= 57  # two samples with a job waiting, the rest at zero
