@@ -73,6 +73,7 @@ class Config:
     leader: bool
     periodic: tuple[Any, ...]
     test_clock: Any  # djwork.cron.clock.Clock
+    dashboard_latency_warning: float
 
     @property
     def queue_names(self) -> list[str]:

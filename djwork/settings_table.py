@@ -244,6 +244,12 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "For tests only. `None`: Redis's clock. A dict of `speed`, `origin`, `start` (simulated time is"
         " `start + (Redis time - origin) * speed` for the leader lease and the periodic entries) and `skew`"
         " (seconds added to this host's clock reading). docs/periodic.md."),
+    # --- Dashboard (docs/dashboard.md) ---
+    SettingSpec(
+        "DASHBOARD_LATENCY_WARNING", 300.0, seconds, "djwork.E010",
+        "seconds a queue's oldest job may wait before the dashboard warns, e.g. 300", "Dashboard",
+        "Seconds the oldest job of a queue may have waited before the dashboard's health strip warns about that"
+        " queue's latency."),
 )
 
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SETTINGS}

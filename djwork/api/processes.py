@@ -33,6 +33,7 @@ class Process:
     rtt_us: int = 0
     concurrency_field: int | None = None
     problems: list[str] = field(default_factory=list)
+    pending_signals: list[str] = field(default_factory=list)  # still in <identity>-signals, not yet taken
 
     @classmethod
     def from_hash(cls, identity: str, values: list[Any]) -> Process | None:
@@ -122,6 +123,15 @@ class Process:
         return self.quiet_flag == "true"
 
     @property
+    def requested(self) -> str:
+        """"stop" or "quiet" while such a signal waits for the process's next beat to take it, else ""."""
+        if "TERM" in self.pending_signals:
+            return "stop"
+        if "TSTP" in self.pending_signals and not self.stopping:
+            return "quiet"
+        return ""
+
+    @property
     def rss_mb(self) -> float:
         return self.rss_kb / 1024
 
@@ -205,15 +215,21 @@ class ProcessSet:
             pipe = conn.pipeline(transaction=False)
             for identity in identities:
                 pipe.hmget(keys.process(identity), list(HASH_FIELDS))
+                pipe.lrange(keys.signals(identity), 0, -1)
             return pipe.execute(raise_on_error=False)
 
         replies = access.read(read) if identities else []
         out = []
-        for identity, values in zip(identities, replies, strict=True):
+        for index, identity in enumerate(identities):
+            values, signals = replies[2 * index], replies[2 * index + 1]
             if isinstance(values, Exception):
                 continue
             process = Process.from_hash(identity, values)
             if process is not None:
+                # Signals wait in the list until the process's next beat (up to a heartbeat
+                # interval): showing them makes a Quiet click visible at once.
+                if isinstance(signals, list):
+                    process.pending_signals = [text(name) for name in signals]
                 out.append(process)
         return out
 

@@ -25,6 +25,8 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST, require_safe
 
 from djwork import api
+from djwork.api.health import Health
+from djwork.conf import get_config
 from djwork_dashboard.permissions import can_manage, can_view
 
 logger = logging.getLogger("djwork.dashboard")
@@ -120,8 +122,10 @@ def newest_first(request: HttpRequest, default: bool) -> bool:
 
 
 def render_page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    """Adds what the layout needs: the summary bar's counters and whether action buttons show."""
+    """Adds what the layout needs: the summary bar's counters, the health strip and whether buttons show."""
     context.setdefault("summary", api.Stats.fetch())
+    config = get_config()
+    context.setdefault("health", Health.fetch(config.dashboard_latency_warning, config.heartbeat_interval))
     context["can_manage"] = can_manage(request.user)
     return render(request, template, context, status=status)
 
