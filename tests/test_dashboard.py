@@ -183,13 +183,16 @@ def test_busy_quiet_and_stop_push_signals(admin_client, cluster, raw_redis):
     identity = "web.1:101:aaa111"
     response = admin_client.post(url("busy_action"), {"action": "quiet", "identity": identity}, follow=True)
     assert raw_redis.lrange(f"{identity}-signals", 0, -1) == [b"TSTP"]
-    assert "stop fetching" in response.content.decode()
+    assert "Quiet requested for web.1:101:aaa111: the signal is queued" in response.content.decode()
     admin_client.post(url("busy_action"), {"action": "stop", "identity": identity})
     assert raw_redis.lrange(f"{identity}-signals", 0, -1) == [b"TERM", b"TSTP"]
 
 
 def test_busy_quiet_all_and_stop_all_with_confirmation(admin_client, cluster, raw_redis):
-    admin_client.post(url("busy_action"), {"action": "quiet", "all": "1"})
+    confirm = admin_client.post(url("busy_action"), {"action": "quiet", "all": "1"})
+    assert confirm.status_code == 200 and b"Quiet every process?" in confirm.content
+    assert not raw_redis.exists("old.1:202:bbb222-signals")
+    admin_client.post(url("busy_action"), {"action": "quiet", "all": "1", "confirmed": "1"})
     assert raw_redis.lrange("old.1:202:bbb222-signals", 0, -1) == [b"TSTP"]
     confirm = admin_client.post(url("busy_action"), {"action": "stop", "all": "1"})
     assert confirm.status_code == 200 and b"Stop every process?" in confirm.content
@@ -246,11 +249,15 @@ def test_queue_page_browse_and_delete(admin_client, cluster, raw_redis):
     oldest = admin_client.get(url("queue", "default") + "?order=asc").context["page"].items[0]
     assert oldest.klass == "QueuedJob" and oldest.args == [0]
     target = json.loads(raw_redis.lindex("queue:default", 0))
-    response = admin_client.post(url("queue_action", "default"), {"action": "delete", "job": target["jid"]},
-                                 follow=True)
+    confirm = admin_client.post(url("queue_action", "default"), {"action": "delete", "job": target["jid"]})
+    assert confirm.status_code == 200 and b"Delete this job from default?" in confirm.content
+    assert f"BulkJob {target['jid']} with arguments (29)".encode() in confirm.content
+    assert raw_redis.llen("queue:default") == 33
+    response = admin_client.post(url("queue_action", "default"),
+                                 {"action": "delete", "job": target["jid"], "confirmed": "1"}, follow=True)
     assert "Deleted BulkJob" in response.content.decode() and raw_redis.llen("queue:default") == 32
-    stale = admin_client.post(url("queue_action", "default"), {"action": "delete", "job": target["jid"]},
-                              follow=True)
+    stale = admin_client.post(url("queue_action", "default"),
+                              {"action": "delete", "job": target["jid"], "confirmed": "1"}, follow=True)
     assert stale.status_code == 200 and "no longer in queue default" in stale.content.decode()
     none = admin_client.post(url("queue_action", "default"), {"action": "delete"}, follow=True)
     assert "No job was chosen" in none.content.decode()

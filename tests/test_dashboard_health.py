@@ -33,12 +33,23 @@ def overview(client) -> str:
 
 
 def test_strip_follows_a_real_worker_through_quiet_and_stop(admin_client, workers, raw_redis):  # noqa: F811
-    worker = workers.start("-q", "default", "-c", "1")
+    worker = workers.start("-q", "default", "-c", "1", overrides={"HEARTBEAT_INTERVAL": 2, "ORPHAN_THRESHOLD": 10})
     identity = worker.identity(raw_redis)
     html = overview(admin_client)
     assert counts(html) == (1, 0) and "data-warning" not in html
-    send_remote_signal(raw_redis, identity, "TSTP")
-    wait_until(lambda: raw_redis.hget(identity, "quiet") == b"true", 20, "the worker to report quiet")
+    admin_client.post(reverse("djwork_dashboard:busy_action"), {"action": "quiet", "identity": identity})
+    drained_at: list[bytes] = []
+
+    def quiet_reported() -> bool:
+        pending, beat, quiet = (raw_redis.pipeline(transaction=True).llen(f"{identity}-signals")
+                                .hget(identity, "beat").hget(identity, "quiet").execute())
+        if not pending and not drained_at:
+            drained_at.append(beat)
+        return quiet == b"true"
+
+    wait_until(quiet_reported, 20, "the worker to report quiet")
+    # quiet=true came with the beat that took the signal, not one interval later.
+    assert drained_at == [raw_redis.hget(identity, "beat")]
     for n in range(3):
         seed.push(raw_redis, seed.job(klass="tests.worker_jobs.record", args=[f"waiting-{n}"]))
     html = overview(admin_client)
@@ -81,3 +92,18 @@ def test_a_requested_quiet_no_longer_counts_as_listening(admin_client, raw_redis
     assert "data-warning" not in overview(admin_client)
     admin_client.post(reverse("djwork_dashboard:busy_action"), {"action": "quiet", "identity": "web.1:1:a"})
     assert "Queue default has 1 job but every process is quiet or asked to quiet." in overview(admin_client)
+
+
+def test_busy_shows_a_requested_quiet_or_stop_at_once(admin_client, raw_redis):
+    seed.process(raw_redis, "web.1:1:a", queues=["default"])  # no heartbeat: the signal stays queued
+    busy = reverse("djwork_dashboard:busy")
+    response = admin_client.post(reverse("djwork_dashboard:busy_action"),
+                                 {"action": "quiet", "identity": "web.1:1:a", "next": busy}, follow=True)
+    html = response.content.decode()
+    assert "Quiet requested for web.1:1:a: the signal is queued" in html
+    row = re.search(r'<tr data-identity="web.1:1:a".*?</tr>', html, re.S).group(0)
+    assert "quiet requested" in row and 'value="quiet"' not in row and 'value="stop"' in row
+    admin_client.post(reverse("djwork_dashboard:busy_action"), {"action": "stop", "identity": "web.1:1:a"})
+    row = re.search(r'<tr data-identity="web.1:1:a".*?</tr>', admin_client.get(busy).content.decode(), re.S)
+    assert "stop requested" in row.group(0)
+    assert 'data-refresh="5"' in html and "data-refresh-toggle" in html

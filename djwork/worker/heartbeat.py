@@ -91,7 +91,9 @@ class Heartbeat(PeriodicComponent):
         taken = self.drain_signals()
         for signal_name in taken:
             self.on_signal(signal_name)
-        if taken and self.run_state.quieted:
+        # Not run_state.quieted: a standalone process handles the signal on its main thread, a moment later;
+        # TSTP and TERM both end in quiet, so saying so now is already true.
+        if {"TSTP", "TERM"} & set(taken):
             self.publish_quiet()
 
     def flush_stats(self) -> None:

@@ -24,6 +24,50 @@
   });
   document.querySelectorAll("[data-bulk]").forEach(updateSelection);
 
+  // --- self-refreshing regions (the Busy page) ---------------------------------------------------
+  /* Every N seconds the page is fetched again and its [data-refresh] region and health strip are swapped for
+     the new ones: nodes parsed from the server's (escaped) HTML, never a string given to innerHTML. Pausable;
+     the choice is kept for the tab, so it survives the redirect after a Quiet or Stop click. */
+  var live = document.querySelector("[data-refresh]");
+  if (live) {
+    var every = Number(live.getAttribute("data-refresh")) || 5, refreshes = 0;
+    var refreshToggle = document.querySelector("[data-refresh-toggle]");
+    var refreshStatus = document.querySelector("[data-refresh-status]");
+    var refreshPaused = sessionStorage.getItem("djwork-refresh-paused") === "1";
+    var showRefresh = function (text) {
+      if (refreshToggle) { refreshToggle.textContent = refreshPaused ? "Resume" : "Pause"; }
+      if (refreshStatus) { refreshStatus.textContent = text || (refreshPaused ? "auto-refresh paused" : "refreshing every " + every + "s"); }
+    };
+    var refresh = function () {
+      if (refreshPaused || document.hidden) { return; }
+      fetch(window.location.href, {credentials: "same-origin", headers: {Accept: "text/html"}})
+        .then(function (response) { if (!response.ok) { throw new Error("HTTP " + response.status); } return response.text(); })
+        .then(function (html) {
+          if (refreshPaused) { return; }
+          var fresh = new DOMParser().parseFromString(html, "text/html");
+          ["#" + live.id, "#health"].forEach(function (selector) {
+            var now = document.querySelector(selector), next = fresh.querySelector(selector);
+            if (now && next) { now.replaceWith(document.importNode(next, true)); }
+          });
+          live = document.querySelector("[data-refresh]");
+          refreshes += 1;
+          document.body.setAttribute("data-refreshes", String(refreshes));
+          showRefresh("updated " + new Date().toISOString().slice(11, 19) + " UTC");
+        })
+        .catch(function (error) { showRefresh("refresh failed (" + error.message + "), retrying"); });
+    };
+    if (refreshToggle) {
+      refreshToggle.addEventListener("click", function () {
+        refreshPaused = !refreshPaused;
+        sessionStorage.setItem("djwork-refresh-paused", refreshPaused ? "1" : "0");
+        showRefresh();
+      });
+    }
+    showRefresh();
+    setInterval(refresh, every * 1000);
+    window.djworkRefresh = refresh;
+  }
+
   // --- charts ------------------------------------------------------------------------------
   function el(name, attrs, parent) {
     var node = document.createElementNS(SVG, name);
