@@ -22,6 +22,8 @@ def test_quiet_shows_at_once_and_busy_refreshes_itself(cluster, worker, admin_pa
     page = admin_page
     page.goto(f"{cluster.base_url}/djwork/busy/")
     assert "1 running · 0 quiet" in " ".join(page.locator("#health").inner_text().split())
+    port = cluster.redis_url.rsplit(":", 1)[1].split("/")[0]
+    assert page.locator("footer [data-redis]").inner_text() == f"redis://127.0.0.1:{port}/0"
     row = page.locator(f'tr[data-identity="{identity}"]')
     row.locator("button:has-text('Quiet')").click()
     assert "Quiet requested" in page.locator(".messages").inner_text()
