@@ -234,6 +234,7 @@ def test_queues_page_and_actions(admin_client, cluster, raw_redis):
     assert not raw_redis.sismember("paused", "low")
     confirm = admin_client.post(url("queue_action", "low"), {"action": "clear"})
     assert confirm.status_code == 200 and b"Clear queue low?" in confirm.content
+    assert b"All 1 job in low will be deleted." in confirm.content
     assert raw_redis.llen("queue:low") == 1
     response = admin_client.post(url("queue_action", "low"), {"action": "clear", "confirmed": "1"}, follow=True)
     assert not raw_redis.exists("queue:low") and "1 jobs deleted" in response.content.decode()
@@ -334,7 +335,12 @@ def test_set_bulk_all_needs_confirmation(admin_client, cluster, raw_redis):
     for n in range(3):
         seed.zadd(raw_redis, "dead", seed.failed(seed.job(args=[n])), time.time() - n)
     confirm = admin_client.post(url("set_action", "dead"), {"action": "retry_all"})
-    assert confirm.status_code == 200 and b"This applies to all 4 jobs in Dead." in confirm.content
+    html = confirm.content.decode()
+    assert confirm.status_code == 200 and "All 4 jobs in Dead will be pushed back to their queues now." in html
+    assert 'class="btn btn-danger"' not in html  # retrying loses nothing: not a red button
+    delete = admin_client.post(url("set_action", "dead"), {"action": "delete_all"}).content.decode()
+    assert "All 4 jobs in Dead will be deleted. This can&#x27;t be undone." in delete
+    assert 'class="btn btn-danger"' in delete
     assert raw_redis.zcard("dead") == 4
     admin_client.post(url("set_action", "dead"), {"action": "retry_all", "confirmed": "1"})
     assert raw_redis.zcard("dead") == 0 and raw_redis.llen("queue:default") == 7

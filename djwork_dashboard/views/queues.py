@@ -66,8 +66,10 @@ def queue_action(request: HttpRequest, name: str) -> HttpResponse:
             messages.success(request, f"Deleted {record.display_class} {record.ident} from {name}.")
     elif action == "clear":
         if not request.POST.get("confirmed"):
+            size = queue.size()
             return confirm(request, f"Clear queue {name}?",
-                           f"All {queue.size():,} jobs in {name} are deleted. This can't be undone.",
+                           f"All {size:,} job{'s' if size != 1 else ''} in {name} will be deleted. This can't be"
+                           " undone.",
                            {"action": "clear"}, button="Clear queue")
         removed = queue.clear()
         messages.success(request, f"Cleared {name}: {removed:,} jobs deleted.")
