@@ -485,7 +485,10 @@ def test_display_filters():
     assert [tags.kilobytes(k) for k in (512, 27272, 3 * 1024 * 1024)] == ["512 KB", "26.6 MB", "3.00 GB"]
     past = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=3, seconds=5)
     html = str(tags.reltime(past))
-    assert html.startswith('<time datetime="') and ">3m ago</time>" in html and 'title="' in html
+    assert html.startswith('<time datetime="') and 'title="' in html
+    assert f'>3m ago <span class="abs">{past:%H:%M:%S} UTC</span></time>' in html
+    old = dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2)))  # another zone: shown in UTC
+    assert '<span class="abs">2020-01-02 01:04:05 UTC</span>' in str(tags.reltime(old))
     assert "in 1h" in str(tags.reltime(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1, minutes=1)))
     assert "—" in str(tags.reltime(None))
     assert tags.queue_url("bad name") == "" and "&lt;b&gt;" in str(tags.queue_link("<b>"))

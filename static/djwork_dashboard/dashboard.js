@@ -24,6 +24,9 @@
   });
   document.querySelectorAll("[data-bulk]").forEach(updateSelection);
 
+  // The dashboard's one clock is UTC, 24 h, as the footer's: a local 12-hour time beside it read as another.
+  function utcClock(millis) { return new Date(millis).toISOString().slice(11, 19); }
+
   // --- self-refreshing regions (the Busy page) ---------------------------------------------------
   /* Every N seconds the page is fetched again and its [data-refresh] region and health strip are swapped for
      the new ones: nodes parsed from the server's (escaped) HTML, never a string given to innerHTML. Pausable;
@@ -52,7 +55,7 @@
           live = document.querySelector("[data-refresh]");
           refreshes += 1;
           document.body.setAttribute("data-refreshes", String(refreshes));
-          showRefresh("updated " + new Date().toISOString().slice(11, 19) + " UTC");
+          showRefresh("updated " + utcClock(Date.now()) + " UTC");
         })
         .catch(function (error) { showRefresh("refresh failed (" + error.message + "), retrying"); });
     };
@@ -176,7 +179,7 @@
         if (previous.time !== null) {
           var seconds = Math.max(stats.time - previous.time, 0.001);
           samples.push({
-            label: new Date(stats.time * 1000).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"}),
+            label: utcClock(stats.time * 1000),
             processed: Math.max(0, (stats.processed - previous.stats.processed) / seconds),
             failed: Math.max(0, (stats.failed - previous.stats.failed) / seconds)
           });
@@ -185,7 +188,7 @@
         previous = {time: stats.time, stats: stats};
         showStats(stats);
         drawLive();
-        if (status) { status.textContent = "updated " + new Date().toLocaleTimeString(); }
+        if (status) { status.textContent = "updated " + utcClock(stats.time * 1000) + " UTC"; }
       })
       .catch(function (error) { if (status) { status.textContent = "poll failed (" + error.message + "), retrying"; } });
   }

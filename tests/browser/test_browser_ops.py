@@ -53,6 +53,11 @@ def test_health_strip_warns_when_every_process_is_quiet(cluster, worker, admin_p
     assert "0 running · 1 quiet" in " ".join(strip.inner_text().split())
     assert "Queue default has 4 jobs but every process is quiet or asked to quiet." in strip.inner_text()
     shoot(page, screenshots, "ops-health-strip-quiet-only")
+    # One clock: the live chart's "updated" time is the footer's UTC, 24 h.
+    page.evaluate("window.djworkDashboard.poll()")
+    page.wait_for_function("/^updated \\d\\d:\\d\\d:\\d\\d UTC$/.test("
+                           "document.querySelector('[data-live-status]').textContent)")
+    assert page.locator("footer [data-clock]").inner_text().endswith(" UTC")
 
 
 def test_deleting_a_queued_job_asks_first(cluster, admin_page, screenshots):
