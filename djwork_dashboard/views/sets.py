@@ -68,8 +68,8 @@ def set_list(request: HttpRequest, kind: str) -> HttpResponse:
     term = request.GET.get("q", "").strip()[:200]
     context = {"kind": spec, "order": "desc" if desc else "asc", "q": term, "size": job_set.size()}
     if term:
-        context["entries"] = job_set.search(term, newest_first=desc)
-        context["search_limit"] = api.sorted_sets.SEARCH_LIMIT
+        result = job_set.search_text(term, newest_first=desc)
+        context.update(entries=result.entries, search=result, search_limit=api.sorted_sets.SEARCH_LIMIT)
     else:
         page = clamp_page(request, job_set.page(page_number(request), PER_PAGE, newest_first=desc),
                           lambda number: job_set.page(number, PER_PAGE, newest_first=desc))

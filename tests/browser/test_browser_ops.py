@@ -7,6 +7,8 @@ test-artifacts/screenshots/ops-*.png.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests import worker_jobs
@@ -75,6 +77,27 @@ def test_deleting_a_queued_job_asks_first(cluster, admin_page, screenshots):
     page.click("button:has-text('Delete job')")
     assert "Deleted app.DoomedJob" in page.locator(".messages").inner_text()
     assert cluster.redis.llen("queue:parked") == 0
+
+
+def test_search_error_messages_and_history_links(cluster, admin_page, screenshots):
+    redis = cluster.redis
+    failed = seed.failed(seed.job(klass="app.Charge", args=["order-77"]), count=1, message="gateway said NOPE-4711")
+    seed.zadd(redis, "retry", failed, time.time() + 3600)
+    seed.history(redis, klass="app.Charge", status="retry", error_message="gateway said NOPE-4711")
+    redis.xadd("djwork:history", {"jid": failed["jid"], "class": "app.Charge", "queue": "default", "status": "retry",
+                                  "started": f"{time.time():.6f}", "duration_ms": "3.000"})
+    page = admin_page
+    page.goto(f"{cluster.base_url}/djwork/retries/")
+    page.fill("input[name=q]", "nope-4711")
+    page.press("input[name=q]", "Enter")
+    assert page.locator("#entries tbody tr").count() == 1
+    assert "order-77" in page.locator("#entries").inner_text()
+    assert "in class, jid, error and arguments" in page.locator("#search-note").inner_text()
+    shoot(page, screenshots, "ops-search-error-message")
+    page.goto(f"{cluster.base_url}/djwork/history/?class=app.Charge")
+    assert page.locator("#history-count").inner_text() == "2 shown"
+    page.click(f"#runs a:has-text('{failed['jid']}')")
+    assert page.locator("#entries tbody tr").count() == 1 and failed["jid"] in page.locator("#entries").inner_text()
 
 
 def test_quiet_all_and_stop_all_ask_first(cluster, worker, admin_page, screenshots):
