@@ -222,7 +222,9 @@ def test_busy_bad_input_gives_messages(admin_client, cluster, raw_redis):
         response = admin_client.post(url("busy_action"), data, follow=True)
         assert response.status_code == 200 and text in response.content.decode(), text
     assert not raw_redis.exists("nobody:1:x-signals", "emb:9:e-signals")
-    assert b'value="emb:9:e"' not in admin_client.get(url("busy")).content  # no buttons for embedded
+    assert b'value="emb:9:e"' not in admin_client.get(url("busy")).content  # no buttons for Sidekiq's embedded
+    seed.process(raw_redis, "dj:8:d", embedded=True, version="djwork 0.1.0")
+    assert b'value="dj:8:d"' in admin_client.get(url("busy")).content  # djwork's own act in place
 
 
 def test_queues_page_and_actions(admin_client, cluster, raw_redis):

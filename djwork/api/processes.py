@@ -151,11 +151,26 @@ class Process:
     def dump_threads(self) -> None:
         self.signal("TTIN")
 
+    @property
+    def takes_remote_signals(self) -> bool:
+        """Whether Quiet/Stop may be sent: any standalone process, and djwork's embedded workers.
+
+        A djwork embedded worker acts on a signal from the list in place (the
+        host application keeps running: docs/deployment.md). Sidekiq 7's
+        embedded mode passes it to ``Process.kill`` on its own pid, stopping the
+        host application itself, which is why Sidekiq 7 refuses: so do we, for
+        every embedded process that is not djwork's.
+        """
+        return not self.embedded or self.version.startswith("djwork ")
+
     def signal(self, name: str) -> None:
-        """MULTI LPUSH ``<identity>-signals`` + EXPIRE 60, as Sidekiq's Process#signal; refused if embedded."""
-        if self.embedded:
-            raise EmbeddedProcess(f"{self.identity} is embedded in another application; "
-                                  "quiet or stop it from there")
+        """MULTI LPUSH ``<identity>-signals`` + EXPIRE 60, as Sidekiq's Process#signal.
+
+        Refused (``EmbeddedProcess``) for an embedded process other than djwork's (``takes_remote_signals``).
+        """
+        if not self.takes_remote_signals:
+            raise EmbeddedProcess(f"{self.identity} is a Sidekiq process embedded in another application: a "
+                                  "signal would stop that application too, so quiet or stop it from there")
         key = keys.signals(self.identity)
 
         def write(conn: Any) -> None:
@@ -267,10 +282,10 @@ class ProcessSet:
         return process
 
     def signal_all(self, name: str) -> list[Process]:
-        """Signal every non-embedded process (the Web UI's Quiet All / Stop All)."""
+        """Signal every process that takes remote signals (the Web UI's Quiet All / Stop All)."""
         done = []
         for process in self.all():
-            if not process.embedded:
+            if process.takes_remote_signals:
                 process.signal(name)
                 done.append(process)
         return done

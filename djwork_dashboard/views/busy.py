@@ -12,8 +12,9 @@ SIGNALS = {"quiet": "TSTP", "stop": "TERM"}
 ALL_QUESTIONS = {
     "quiet": ("Quiet every process?", "Every process stops fetching new jobs and finishes the ones it runs. Jobs"
               " then wait in their queues until the processes are restarted: this can't be undone from here."),
-    "stop": ("Stop every process?", "Every process finishes or requeues its running jobs and exits. Nothing"
-             " takes jobs until processes are started again."),
+    "stop": ("Stop every process?", "Every process finishes or requeues its running jobs and exits (a djwork"
+             " worker embedded in a web process stops alone; the web process keeps serving). Nothing takes jobs"
+             " until processes are started again."),
 }
 REFRESH_SECONDS = 5
 
