@@ -189,8 +189,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Worker",
         "List of strings shown next to the process on the dashboard (Sidekiq's `labels`). A bare string is rejected:"
         " it would become one label per character."),
-    SettingSpec("LOG_JOBS", True, flag, "djwork.E017", "True logs a start and a done/fail line per job.", "Worker",
-                "Log a start line and a done/fail line per job. `True` or `False`."),
+    SettingSpec("LOG_JOBS", True, flag, "djwork.E017", "True logs a start and a done line per job.", "Worker",
+                "Log a start and a done line per job, at INFO. `True` or `False`. Failures are logged whatever it"
+                " says, at WARNING, with the traceback when the failure is final (docs/logging.md)."),
     # --- Jobs ---
     SettingSpec(
         "MAX_RETRIES", 25, count_or_zero, "djwork.E020",
