@@ -75,6 +75,7 @@ class Config:
     metrics: bool
     metrics_token: str | None
     test_clock: Any  # djwork.cron.clock.Clock
+    dashboard_latency_warning: float
 
     @property
     def queue_names(self) -> list[str]:

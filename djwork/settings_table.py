@@ -189,8 +189,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Worker",
         "List of strings shown next to the process on the dashboard (Sidekiq's `labels`). A bare string is rejected:"
         " it would become one label per character."),
-    SettingSpec("LOG_JOBS", True, flag, "djwork.E017", "True logs a start and a done/fail line per job.", "Worker",
-                "Log a start line and a done/fail line per job. `True` or `False`."),
+    SettingSpec("LOG_JOBS", True, flag, "djwork.E017", "True logs a start and a done line per job.", "Worker",
+                "Log a start and a done line per job, at INFO. `True` or `False`. Failures are logged whatever it"
+                " says, at WARNING, with the traceback when the failure is final (docs/logging.md)."),
     # --- Jobs ---
     SettingSpec(
         "MAX_RETRIES", 25, count_or_zero, "djwork.E020",
@@ -255,6 +256,12 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "For tests only. `None`: Redis's clock. A dict of `speed`, `origin`, `start` (simulated time is"
         " `start + (Redis time - origin) * speed` for the leader lease and the periodic entries) and `skew`"
         " (seconds added to this host's clock reading). docs/periodic.md."),
+    # --- Dashboard (docs/dashboard.md) ---
+    SettingSpec(
+        "DASHBOARD_LATENCY_WARNING", 300.0, seconds, "djwork.E010",
+        "seconds a queue's oldest job may wait before the dashboard warns, e.g. 300", "Dashboard",
+        "Seconds the oldest job of a queue may have waited before the dashboard's health strip warns about that"
+        " queue's latency."),
 )
 
 DEFAULTS: dict[str, Any] = {spec.name: spec.default for spec in SETTINGS}

@@ -281,18 +281,20 @@ def test_quiet_and_stop_push_signals_like_sidekiq(raw_redis):
     assert api.ProcessSet.signal("h:1:a", "TSTP").identity == "h:1:a"
 
 
-def test_signals_refuse_embedded_and_unknown_processes(raw_redis):
-    seed.process(raw_redis, "emb:1:a", embedded=True)
+def test_signals_refuse_sidekiq_embedded_and_unknown_processes(raw_redis):
+    seed.process(raw_redis, "emb:1:a", embedded=True)  # Sidekiq 7's embedded mode: a signal kills its host
+    seed.process(raw_redis, "dj:3:c", embedded=True, version="djwork 0.1.0")  # acts in place: allowed
     seed.process(raw_redis, "std:2:b")
-    with pytest.raises(api.EmbeddedProcess):
+    with pytest.raises(api.EmbeddedProcess, match="would stop that application too"):
         api.ProcessSet.get("emb:1:a").stop()
     with pytest.raises(api.StaleEntry):
         api.ProcessSet.signal("nobody:1:x", "TERM")
     assert api.ProcessSet.get("nobody:1:x") is None
     done = api.ProcessSet(cleanup=False).signal_all("TSTP")
-    assert [p.identity for p in done] == ["std:2:b"]
+    assert [p.identity for p in done] == ["dj:3:c", "std:2:b"]
     assert not raw_redis.exists("emb:1:a-signals")
     assert raw_redis.lrange("std:2:b-signals", 0, -1) == [b"TSTP"]
+    assert raw_redis.lrange("dj:3:c-signals", 0, -1) == [b"TSTP"]
 
 
 def test_leader(raw_redis):

@@ -223,6 +223,7 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("POOL_TIMEOUT", -1, "djwork.E010"),
     ("REDIS_BACKOFF_BASE", None, "djwork.E010"),
     ("REDIS_BACKOFF_CAP", [2], "djwork.E010"),
+    ("DASHBOARD_LATENCY_WARNING", 0, "djwork.E010"),
     ("HEARTBEAT_INTERVAL", 0, "djwork.E010"),
     ("HEARTBEAT_INTERVAL", "10", "djwork.E010"),
     ("REAPER_INTERVAL", 0, "djwork.E010"),

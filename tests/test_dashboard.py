@@ -183,13 +183,16 @@ def test_busy_quiet_and_stop_push_signals(admin_client, cluster, raw_redis):
     identity = "web.1:101:aaa111"
     response = admin_client.post(url("busy_action"), {"action": "quiet", "identity": identity}, follow=True)
     assert raw_redis.lrange(f"{identity}-signals", 0, -1) == [b"TSTP"]
-    assert "stop fetching" in response.content.decode()
+    assert "Quiet requested for web.1:101:aaa111: the signal is queued" in response.content.decode()
     admin_client.post(url("busy_action"), {"action": "stop", "identity": identity})
     assert raw_redis.lrange(f"{identity}-signals", 0, -1) == [b"TERM", b"TSTP"]
 
 
 def test_busy_quiet_all_and_stop_all_with_confirmation(admin_client, cluster, raw_redis):
-    admin_client.post(url("busy_action"), {"action": "quiet", "all": "1"})
+    confirm = admin_client.post(url("busy_action"), {"action": "quiet", "all": "1"})
+    assert confirm.status_code == 200 and b"Quiet every process?" in confirm.content
+    assert not raw_redis.exists("old.1:202:bbb222-signals")
+    admin_client.post(url("busy_action"), {"action": "quiet", "all": "1", "confirmed": "1"})
     assert raw_redis.lrange("old.1:202:bbb222-signals", 0, -1) == [b"TSTP"]
     confirm = admin_client.post(url("busy_action"), {"action": "stop", "all": "1"})
     assert confirm.status_code == 200 and b"Stop every process?" in confirm.content
@@ -219,7 +222,9 @@ def test_busy_bad_input_gives_messages(admin_client, cluster, raw_redis):
         response = admin_client.post(url("busy_action"), data, follow=True)
         assert response.status_code == 200 and text in response.content.decode(), text
     assert not raw_redis.exists("nobody:1:x-signals", "emb:9:e-signals")
-    assert b'value="emb:9:e"' not in admin_client.get(url("busy")).content  # no buttons for embedded
+    assert b'value="emb:9:e"' not in admin_client.get(url("busy")).content  # no buttons for Sidekiq's embedded
+    seed.process(raw_redis, "dj:8:d", embedded=True, version="djwork 0.1.0")
+    assert b'value="dj:8:d"' in admin_client.get(url("busy")).content  # djwork's own act in place
 
 
 def test_queues_page_and_actions(admin_client, cluster, raw_redis):
@@ -231,6 +236,7 @@ def test_queues_page_and_actions(admin_client, cluster, raw_redis):
     assert not raw_redis.sismember("paused", "low")
     confirm = admin_client.post(url("queue_action", "low"), {"action": "clear"})
     assert confirm.status_code == 200 and b"Clear queue low?" in confirm.content
+    assert b"All 1 job in low will be deleted." in confirm.content
     assert raw_redis.llen("queue:low") == 1
     response = admin_client.post(url("queue_action", "low"), {"action": "clear", "confirmed": "1"}, follow=True)
     assert not raw_redis.exists("queue:low") and "1 jobs deleted" in response.content.decode()
@@ -246,11 +252,15 @@ def test_queue_page_browse_and_delete(admin_client, cluster, raw_redis):
     oldest = admin_client.get(url("queue", "default") + "?order=asc").context["page"].items[0]
     assert oldest.klass == "QueuedJob" and oldest.args == [0]
     target = json.loads(raw_redis.lindex("queue:default", 0))
-    response = admin_client.post(url("queue_action", "default"), {"action": "delete", "job": target["jid"]},
-                                 follow=True)
+    confirm = admin_client.post(url("queue_action", "default"), {"action": "delete", "job": target["jid"]})
+    assert confirm.status_code == 200 and b"Delete this job from default?" in confirm.content
+    assert f"BulkJob {target['jid']} with arguments (29)".encode() in confirm.content
+    assert raw_redis.llen("queue:default") == 33
+    response = admin_client.post(url("queue_action", "default"),
+                                 {"action": "delete", "job": target["jid"], "confirmed": "1"}, follow=True)
     assert "Deleted BulkJob" in response.content.decode() and raw_redis.llen("queue:default") == 32
-    stale = admin_client.post(url("queue_action", "default"), {"action": "delete", "job": target["jid"]},
-                              follow=True)
+    stale = admin_client.post(url("queue_action", "default"),
+                              {"action": "delete", "job": target["jid"], "confirmed": "1"}, follow=True)
     assert stale.status_code == 200 and "no longer in queue default" in stale.content.decode()
     none = admin_client.post(url("queue_action", "default"), {"action": "delete"}, follow=True)
     assert "No job was chosen" in none.content.decode()
@@ -327,7 +337,12 @@ def test_set_bulk_all_needs_confirmation(admin_client, cluster, raw_redis):
     for n in range(3):
         seed.zadd(raw_redis, "dead", seed.failed(seed.job(args=[n])), time.time() - n)
     confirm = admin_client.post(url("set_action", "dead"), {"action": "retry_all"})
-    assert confirm.status_code == 200 and b"This applies to all 4 jobs in Dead." in confirm.content
+    html = confirm.content.decode()
+    assert confirm.status_code == 200 and "All 4 jobs in Dead will be pushed back to their queues now." in html
+    assert 'class="btn btn-danger"' not in html  # retrying loses nothing: not a red button
+    delete = admin_client.post(url("set_action", "dead"), {"action": "delete_all"}).content.decode()
+    assert "All 4 jobs in Dead will be deleted. This can&#x27;t be undone." in delete
+    assert 'class="btn btn-danger"' in delete
     assert raw_redis.zcard("dead") == 4
     admin_client.post(url("set_action", "dead"), {"action": "retry_all", "confirmed": "1"})
     assert raw_redis.zcard("dead") == 0 and raw_redis.llen("queue:default") == 7
@@ -472,7 +487,10 @@ def test_display_filters():
     assert [tags.kilobytes(k) for k in (512, 27272, 3 * 1024 * 1024)] == ["512 KB", "26.6 MB", "3.00 GB"]
     past = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=3, seconds=5)
     html = str(tags.reltime(past))
-    assert html.startswith('<time datetime="') and ">3m ago</time>" in html and 'title="' in html
+    assert html.startswith('<time datetime="') and 'title="' in html
+    assert f'>3m ago <span class="abs">{past:%H:%M:%S} UTC</span></time>' in html
+    old = dt.datetime(2020, 1, 2, 3, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2)))  # another zone: shown in UTC
+    assert '<span class="abs">2020-01-02 01:04:05 UTC</span>' in str(tags.reltime(old))
     assert "in 1h" in str(tags.reltime(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1, minutes=1)))
     assert "—" in str(tags.reltime(None))
     assert tags.queue_url("bad name") == "" and "&lt;b&gt;" in str(tags.queue_link("<b>"))

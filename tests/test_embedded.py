@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.test import override_settings
 
-from djwork import embedded
+from djwork import api, embedded
 from djwork.testing.redis_server import RedisServer
 from djwork.worker.health import port_open
 from tests import process_jobs
@@ -70,9 +70,11 @@ def test_dashboard_signals_stop_only_the_embedded_worker(workers, raw_redis):  #
     server = workers.gunicorn(port, overrides={"TIMEOUT": TIMEOUT}, label="gunicorn")
     identity, worker_pid = _embedded_identity(raw_redis, server)
 
-    raw_redis.lpush(f"{identity}-signals", "TSTP")
+    # Through the API the dashboard's buttons call: it sends to djwork's embedded workers (docs/deployment.md).
+    assert api.ProcessSet.get(identity).takes_remote_signals
+    api.ProcessSet.signal(identity, "TSTP")
     wait_until(lambda: raw_redis.hget(identity, "quiet") == b"true", 20, "quiet=true after a dashboard TSTP")
-    raw_redis.lpush(f"{identity}-signals", "TERM")
+    api.ProcessSet.signal(identity, "TERM")
     wait_until(lambda: not raw_redis.sismember("processes", identity), 20, "the worker to leave `processes`")
     server.wait_log(f"djwork: stopped ({identity})", 20)
 

@@ -33,6 +33,7 @@ class Process:
     rtt_us: int = 0
     concurrency_field: int | None = None
     problems: list[str] = field(default_factory=list)
+    pending_signals: list[str] = field(default_factory=list)  # still in <identity>-signals, not yet taken
 
     @classmethod
     def from_hash(cls, identity: str, values: list[Any]) -> Process | None:
@@ -122,6 +123,15 @@ class Process:
         return self.quiet_flag == "true"
 
     @property
+    def requested(self) -> str:
+        """"stop" or "quiet" while such a signal waits for the process's next beat to take it, else ""."""
+        if "TERM" in self.pending_signals:
+            return "stop"
+        if "TSTP" in self.pending_signals and not self.stopping:
+            return "quiet"
+        return ""
+
+    @property
     def rss_mb(self) -> float:
         return self.rss_kb / 1024
 
@@ -141,11 +151,26 @@ class Process:
     def dump_threads(self) -> None:
         self.signal("TTIN")
 
+    @property
+    def takes_remote_signals(self) -> bool:
+        """Whether Quiet/Stop may be sent: any standalone process, and djwork's embedded workers.
+
+        A djwork embedded worker acts on a signal from the list in place (the
+        host application keeps running: docs/deployment.md). Sidekiq 7's
+        embedded mode passes it to ``Process.kill`` on its own pid, stopping the
+        host application itself, which is why Sidekiq 7 refuses: so do we, for
+        every embedded process that is not djwork's.
+        """
+        return not self.embedded or self.version.startswith("djwork ")
+
     def signal(self, name: str) -> None:
-        """MULTI LPUSH ``<identity>-signals`` + EXPIRE 60, as Sidekiq's Process#signal; refused if embedded."""
-        if self.embedded:
-            raise EmbeddedProcess(f"{self.identity} is embedded in another application; "
-                                  "quiet or stop it from there")
+        """MULTI LPUSH ``<identity>-signals`` + EXPIRE 60, as Sidekiq's Process#signal.
+
+        Refused (``EmbeddedProcess``) for an embedded process other than djwork's (``takes_remote_signals``).
+        """
+        if not self.takes_remote_signals:
+            raise EmbeddedProcess(f"{self.identity} is a Sidekiq process embedded in another application: a "
+                                  "signal would stop that application too, so quiet or stop it from there")
         key = keys.signals(self.identity)
 
         def write(conn: Any) -> None:
@@ -205,15 +230,21 @@ class ProcessSet:
             pipe = conn.pipeline(transaction=False)
             for identity in identities:
                 pipe.hmget(keys.process(identity), list(HASH_FIELDS))
+                pipe.lrange(keys.signals(identity), 0, -1)
             return pipe.execute(raise_on_error=False)
 
         replies = access.read(read) if identities else []
         out = []
-        for identity, values in zip(identities, replies, strict=True):
+        for index, identity in enumerate(identities):
+            values, signals = replies[2 * index], replies[2 * index + 1]
             if isinstance(values, Exception):
                 continue
             process = Process.from_hash(identity, values)
             if process is not None:
+                # Signals wait in the list until the process's next beat (up to a heartbeat
+                # interval): showing them makes a Quiet click visible at once.
+                if isinstance(signals, list):
+                    process.pending_signals = [text(name) for name in signals]
                 out.append(process)
         return out
 
@@ -251,10 +282,10 @@ class ProcessSet:
         return process
 
     def signal_all(self, name: str) -> list[Process]:
-        """Signal every non-embedded process (the Web UI's Quiet All / Stop All)."""
+        """Signal every process that takes remote signals (the Web UI's Quiet All / Stop All)."""
         done = []
         for process in self.all():
-            if not process.embedded:
+            if process.takes_remote_signals:
                 process.signal(name)
                 done.append(process)
         return done

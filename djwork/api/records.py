@@ -172,6 +172,11 @@ class JobRecord:
     def matches(self, ident: str) -> bool:
         return bool(ident) and ident == self.ident
 
+    def contains(self, needle: str) -> bool:
+        """``needle`` (lower case) in the class, jid, error or arguments, as the pages show them."""
+        return any(needle in field.lower() for field in (
+            self.jid, self.klass, self.display_class, self.error_class, self.error_message, self.args_text))
+
     @property
     def valid(self) -> bool:
         """Readable enough to be pushed back to a queue."""

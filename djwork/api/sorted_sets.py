@@ -31,8 +31,23 @@ from djwork.payload import dumps, new_jid
 
 ADDRESS = re.compile(r"\A(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)-(.+)\Z", re.DOTALL)
 SEARCH_LIMIT = 500
+SEARCH_SCAN_MAX = 10_000  # entries a text search reads before it stops (the dead set's default cap)
+SEARCH_BATCH = 500
 BULK_BATCH = 100
 
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What a bounded search found, and how far it looked: ``scanned`` of ``total`` entries."""
+
+    entries: list[SortedEntry]
+    scanned: int
+    total: int
+    limit_reached: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.scanned >= self.total and not self.limit_reached
 
 
 def parse_address(address: str) -> tuple[float, str]:
@@ -131,6 +146,33 @@ class JobSet:
                 or needle in entry.job.display_class.lower()]
         hits.sort(key=lambda entry: entry.score, reverse=newest_first)
         return hits[:limit]
+
+    def search_text(self, term: str, newest_first: bool | None = None, limit: int = SEARCH_LIMIT,
+                    scan_max: int | None = None) -> SearchResult:
+        """Entries whose class, jid, error class, error message or arguments contain ``term`` (any case).
+
+        Walks the set in display order, ``SEARCH_BATCH`` entries a round trip,
+        and stops after ``scan_max`` entries or ``limit`` matches, whichever
+        comes first; the result says how far it got, so a page can say the
+        search was not exhaustive instead of implying there is nothing more.
+        """
+        newest_first = self.newest_first_default if newest_first is None else newest_first
+        scan_max = SEARCH_SCAN_MAX if scan_max is None else scan_max
+        needle = term.strip().lower()
+        hits: list[SortedEntry] = []
+        scanned = 0
+        total = self.size()
+        while needle and scanned < min(total, scan_max) and len(hits) < limit:
+            count = min(SEARCH_BATCH, scan_max - scanned)
+            pairs = access.read(lambda conn, start=scanned, count=count: conn.pipeline(transaction=False)
+                                .zrange(self.key, start, start + count - 1, desc=newest_first, withscores=True)
+                                .execute(raise_on_error=False)[0])
+            batch = self._entries(pairs)
+            if not batch:
+                break
+            scanned += len(batch)
+            hits.extend(entry for entry in batch if entry.job.contains(needle))
+        return SearchResult(hits[:limit], scanned, total, limit_reached=len(hits) >= limit)
 
     def find_job(self, jid: str) -> SortedEntry | None:
         for entry in self.search(jid):

@@ -31,8 +31,9 @@ from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
 from djwork.worker import task_results
+from djwork.worker.failure_log import log_failure
 from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
-from djwork.worker.retry import Decision, decide, error_class_name, safe_message
+from djwork.worker.retry import Decision, decide
 
 if TYPE_CHECKING:
     from djwork.conf import Config
@@ -194,11 +195,6 @@ class Executor:
             return
         if self.metrics is not None:
             self.metrics.record(payload.get("wrapped") or class_name, elapsed_ms, True)
-        if log_jobs:
-            logger.info("fail jid=%s class=%s elapsed=%.1fms error=%s: %s", jid, class_name, elapsed_ms,
-                        error_class_name(error), safe_message(error)[:200],
-                        extra={"jid": jid, "job_class": class_name, "queue": unit.queue,
-                               "elapsed_ms": elapsed_ms, "event": "fail"})
         if isinstance(target, Task) or payload.get("djwork_task"):
             task_results.finished(jid, self.identity, error=error)
         self._handle_failure(unit, acks, payload, error, target if isinstance(target, Job) else None,
@@ -287,6 +283,8 @@ class Executor:
         else:
             decision = decide(payload, error, job, unit.queue, self.config.max_retries)
         status = {"retry": "retry", "dead": "dead", "drop": "failed"}[decision.target]
+        if not unknown:  # an unknown class has its own ERROR line already
+            log_failure(logger, payload.get("jid", ""), payload["class"], unit.queue, error, status, elapsed_ms)
         self.history.record(payload.get("jid", ""), payload["class"], unit.queue, status, started,
                             elapsed_ms, decision.payload.get("error_class", ""),
                             decision.payload.get("error_message", ""))

@@ -92,8 +92,13 @@ class Heartbeat(PeriodicComponent):
             self.failing_since = None
         self.beats += 1
         self.last_beat_monotonic = time.monotonic()
-        for signal_name in self.drain_signals():
+        taken = self.drain_signals()
+        for signal_name in taken:
             self.on_signal(signal_name)
+        # Not run_state.quieted: a standalone process handles the signal on its main thread, a moment later;
+        # TSTP and TERM both end in quiet, so saying so now is already true.
+        if {"TSTP", "TERM"} & set(taken):
+            self.publish_quiet()
 
     def flush_stats(self) -> None:
         processed, failed, expired = self.take_counts()
@@ -158,6 +163,20 @@ class Heartbeat(PeriodicComponent):
         started = time.perf_counter()
         redis_layer.run(write, idempotent=True, purpose="heartbeat")
         self.rtt_us = int((time.perf_counter() - started) * 1_000_000)
+
+    def publish_quiet(self) -> None:
+        """Say quiet=true now, not at the next beat: the dashboard shows "quiet requested" only while the
+        signal waits in the list, so without this a Quiet click looked undone for a whole interval."""
+        key = keys.process(self.identity)
+
+        def write(conn: Any) -> None:
+            # EXPIRE too: a hash that lapsed meanwhile must not come back without its TTL.
+            conn.pipeline(transaction=True).hset(key, "quiet", "true").expire(key, keys.PROCESS_TTL).execute()
+
+        try:
+            redis_layer.run(write, idempotent=True, purpose="heartbeat")
+        except Exception as error:
+            logger.warning("djwork: could not publish quiet=true early (the next beat will): %s", error)
 
     def drain_signals(self) -> list[str]:
         try:

@@ -1,4 +1,4 @@
-"""Display filters: thousands separators, relative times with the absolute one on hover, durations, sizes.
+"""Display filters: thousands separators, relative times with the absolute UTC one beside, durations, sizes.
 
 Our own rather than django.contrib.humanize, so the dashboard works without
 the host project adding that app. Every filter that builds HTML goes through
@@ -42,16 +42,24 @@ def _ago(seconds: float) -> str:
     return f"{int(seconds // 86400)}d {int(seconds % 86400 // 3600)}h"
 
 
+def utc(value: dt.datetime) -> dt.datetime:
+    """Every time the dashboard prints is UTC, as its footer is: one clock whatever the project's TIME_ZONE."""
+    return value.astimezone(dt.UTC) if timezone.is_aware(value) else value.replace(tzinfo=dt.UTC)
+
+
 @register.filter
 def reltime(value: dt.datetime | None) -> str:
-    """``<time>`` saying "3m ago" / "in 12s", with the absolute time as its title."""
+    """``<time>`` saying "3m ago" / "in 12s", with the absolute UTC time beside it (the time alone when it is
+    today, UTC) and in full as its title."""
     if not isinstance(value, dt.datetime):
         return format_html('<span class="muted">{}</span>', "—")
     delta = (timezone.now() - value).total_seconds()
     shown = "just now" if abs(delta) < 1 else f"{_ago(delta)} ago" if delta > 0 else f"in {_ago(delta)}"
-    local = timezone.localtime(value) if timezone.is_aware(value) else value
-    absolute = local.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
-    return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(), absolute, shown)
+    at = utc(value)
+    absolute = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    beside = at.strftime("%H:%M:%S UTC") if at.date() == dt.datetime.now(dt.UTC).date() else absolute
+    return format_html('<time datetime="{}" title="{}">{} <span class="abs">{}</span></time>', value.isoformat(),
+                       absolute, shown, beside)
 
 
 @register.filter

@@ -25,6 +25,9 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST, require_safe
 
 from djwork import api
+from djwork.api.health import Health
+from djwork.conf import get_config
+from djwork.redis_url import public_location
 from djwork_dashboard.permissions import can_manage, can_view
 
 logger = logging.getLogger("djwork.dashboard")
@@ -35,7 +38,11 @@ View = Callable[..., HttpResponse]
 
 def redis_unavailable(request: HttpRequest, error: api.RedisUnavailable) -> HttpResponse:
     logger.warning("djwork dashboard: Redis error on %s: %s", request.path, error)
-    return render(request, "djwork_dashboard/error.html", {"error": str(error)}, status=503)
+    # Without the permissions and the Redis it could not reach, the page told a superuser "read-only" and
+    # left an operator guessing which server was down.
+    return render(request, "djwork_dashboard/error.html", {
+        "error": str(error), "can_manage": can_manage(request.user), "redis_where": public_location()},
+        status=503)
 
 
 def page_view(view: View) -> View:
@@ -120,9 +127,12 @@ def newest_first(request: HttpRequest, default: bool) -> bool:
 
 
 def render_page(request: HttpRequest, template: str, context: dict[str, Any], status: int = 200) -> HttpResponse:
-    """Adds what the layout needs: the summary bar's counters and whether action buttons show."""
+    """Adds what the layout needs: the summary bar's counters, the health strip and whether buttons show."""
     context.setdefault("summary", api.Stats.fetch())
+    config = get_config()
+    context.setdefault("health", Health.fetch(config.dashboard_latency_warning, config.heartbeat_interval))
     context["can_manage"] = can_manage(request.user)
+    context["redis_where"] = public_location(config)
     return render(request, template, context, status=status)
 
 

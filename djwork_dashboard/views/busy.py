@@ -9,6 +9,14 @@ from djwork import api
 from djwork_dashboard.views.base import action_view, back, confirm, page_view, render_page, safe_next
 
 SIGNALS = {"quiet": "TSTP", "stop": "TERM"}
+ALL_QUESTIONS = {
+    "quiet": ("Quiet every process?", "Every process stops fetching new jobs and finishes the ones it runs. Jobs"
+              " then wait in their queues until the processes are restarted: this can't be undone from here."),
+    "stop": ("Stop every process?", "Every process finishes or requeues its running jobs and exits (a djwork"
+             " worker embedded in a web process stops alone; the web process keeps serving). Nothing takes jobs"
+             " until processes are started again."),
+}
+REFRESH_SECONDS = 5
 
 
 @page_view
@@ -20,6 +28,7 @@ def busy(request: HttpRequest) -> HttpResponse:
         "total_busy": sum(process.busy for process in processes),
         "total_concurrency": sum(process.concurrency for process in processes),
         "total_rss": sum(process.rss_kb for process in processes),
+        "refresh_seconds": REFRESH_SECONDS,
     })
 
 
@@ -30,14 +39,15 @@ def busy_action(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"Unknown action “{action[:40]}”.")
         return back(request, "djwork_dashboard:busy")
     if request.POST.get("all"):
-        if action == "stop" and not request.POST.get("confirmed"):
-            return confirm(request, "Stop every process?",
-                           "Every non-embedded process finishes or requeues its running jobs and exits.",
-                           {"action": action, "all": "1", "next": safe_next(request)},
-                           button="Stop all")
+        if not request.POST.get("confirmed"):
+            # Both are cluster-wide and can't be undone from here (a quiet process takes no more jobs until
+            # it is restarted), so both ask first, as Sidekiq's Web UI does.
+            return confirm(request, *ALL_QUESTIONS[action], {"action": action, "all": "1", "next": safe_next(request)},
+                           button="Quiet all" if action == "quiet" else "Stop all")
         done = api.ProcessSet(cleanup=False).signal_all(SIGNALS[action])
-        verb = "Quieting" if action == "quiet" else "Stopping"
-        messages.success(request, f"{verb} {len(done)} process{'es' if len(done) != 1 else ''}.")
+        plural = "es" if len(done) != 1 else ""
+        messages.success(request, f"{action.capitalize()} requested for {len(done)} process{plural}: the signal "
+                         "is queued and each takes it at its next beat.")
         return back(request, "djwork_dashboard:busy")
     identity = request.POST.get("identity", "")
     if not identity:
@@ -45,7 +55,9 @@ def busy_action(request: HttpRequest) -> HttpResponse:
         return back(request, "djwork_dashboard:busy")
     api.ProcessSet.signal(identity, SIGNALS[action])
     if action == "quiet":
-        messages.success(request, f"Asked {identity} to stop fetching jobs; it shows as quiet within two beats.")
+        messages.success(request, f"Quiet requested for {identity}: the signal is queued; at its next beat the "
+                                  "process stops fetching jobs.")
     else:
-        messages.success(request, f"Asked {identity} to stop; it finishes or requeues its jobs and exits.")
+        messages.success(request, f"Stop requested for {identity}: the signal is queued; at its next beat the "
+                                  "process finishes or requeues its jobs and exits.")
     return back(request, "djwork_dashboard:busy")

@@ -12,6 +12,8 @@ from djwork.api.history import STATUSES
 from djwork_dashboard.views.base import page_view, render_page
 
 STREAM_ID = re.compile(r"\A\d+-\d+\Z")
+# Where a run with this outcome left its job: the row's jid links to that set, searched for the jid.
+RUN_SETS = {"retry": "retries", "dead": "dead", "rescheduled": "scheduled"}
 PER_PAGE = 50
 
 
@@ -31,5 +33,5 @@ def history(request: HttpRequest) -> HttpResponse:
     filters = {"class": klass, "status": status, "queue": queue}
     return render_page(request, "djwork_dashboard/history.html", {
         "page": page, "filters": filters, "statuses": STATUSES, "before": before,
-        "length": api.History.length(), "filtered": any(filters.values()),
+        "length": api.History.length(), "filtered": any(filters.values()), "run_sets": RUN_SETS,
     })

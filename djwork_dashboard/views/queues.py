@@ -16,6 +16,7 @@ from djwork_dashboard.views.base import (
     page_number,
     page_view,
     render_page,
+    safe_next,
 )
 
 
@@ -50,13 +51,25 @@ def queue_action(request: HttpRequest, name: str) -> HttpResponse:
         ident = request.POST.get("job", "")
         if not ident:
             messages.error(request, "No job was chosen.")
+        elif not request.POST.get("confirmed"):
+            # Sidekiq asks too: one stray click on a row's Delete loses a job for good.
+            record = queue.find_job(ident)
+            if record is None:
+                raise api.StaleEntry(f"job {ident} is no longer in queue {name} (it may have run already)")
+            return confirm(request, f"Delete this job from {name}?",
+                           f"{record.display_class} {record.jid} with arguments ({record.args_text[:200]}) will be"
+                           " deleted. This can't be undone.",
+                           {"action": "delete", "job": ident, "next": safe_next(request)},
+                           button="Delete job")
         else:
             record = queue.delete_job(ident)
             messages.success(request, f"Deleted {record.display_class} {record.ident} from {name}.")
     elif action == "clear":
         if not request.POST.get("confirmed"):
+            size = queue.size()
             return confirm(request, f"Clear queue {name}?",
-                           f"All {queue.size():,} jobs in {name} are deleted. This can't be undone.",
+                           f"All {size:,} job{'s' if size != 1 else ''} in {name} will be deleted. This can't be"
+                           " undone.",
                            {"action": "clear"}, button="Clear queue")
         removed = queue.clear()
         messages.success(request, f"Cleared {name}: {removed:,} jobs deleted.")

@@ -68,8 +68,8 @@ def set_list(request: HttpRequest, kind: str) -> HttpResponse:
     term = request.GET.get("q", "").strip()[:200]
     context = {"kind": spec, "order": "desc" if desc else "asc", "q": term, "size": job_set.size()}
     if term:
-        context["entries"] = job_set.search(term, newest_first=desc)
-        context["search_limit"] = api.sorted_sets.SEARCH_LIMIT
+        result = job_set.search_text(term, newest_first=desc)
+        context.update(entries=result.entries, search=result, search_limit=api.sorted_sets.SEARCH_LIMIT)
     else:
         page = clamp_page(request, job_set.page(page_number(request), PER_PAGE, newest_first=desc),
                           lambda number: job_set.page(number, PER_PAGE, newest_first=desc))
@@ -139,9 +139,14 @@ def set_action(request: HttpRequest, kind: str) -> HttpResponse:
 
 def _act_on_all(request: HttpRequest, spec: SetKind, job_set: api.JobSet, action: str, label: str) -> HttpResponse:
     if not request.POST.get("confirmed"):
-        return confirm(request, f"{label} in {spec.title}?",
-                       f"This applies to all {plural(job_set.size())} in {spec.title}.",
-                       {"action": action}, danger=action != "enqueue_all", button=label)
+        jobs = f"All {plural(job_set.size())} in {spec.title}"
+        # Said in the future tense: the page asks before anything happened. Only what loses jobs is red.
+        question = {"retry_all": f"{jobs} will be pushed back to their queues now.",
+                    "enqueue_all": f"{jobs} will be pushed to their queues now, ahead of their time.",
+                    "kill_all": f"{jobs} will be moved to Dead, where they are not retried.",
+                    "delete_all": f"{jobs} will be deleted. This can't be undone."}[action]
+        return confirm(request, f"{label} in {spec.title}?", question, {"action": action},
+                       danger=action in ("delete_all", "kill_all"), button=label)
     if action == "delete_all":
         messages.success(request, f"Deleted {plural(job_set.clear())} from {spec.title}.")
     else:

@@ -24,6 +24,53 @@
   });
   document.querySelectorAll("[data-bulk]").forEach(updateSelection);
 
+  // The dashboard's one clock is UTC, 24 h, as the footer's: a local 12-hour time beside it read as another.
+  function utcClock(millis) { return new Date(millis).toISOString().slice(11, 19); }
+
+  // --- self-refreshing regions (the Busy page) ---------------------------------------------------
+  /* Every N seconds the page is fetched again and its [data-refresh] region and health strip are swapped for
+     the new ones: nodes parsed from the server's (escaped) HTML, never a string given to innerHTML. Pausable;
+     the choice is kept for the tab, so it survives the redirect after a Quiet or Stop click. */
+  var live = document.querySelector("[data-refresh]");
+  if (live) {
+    var every = Number(live.getAttribute("data-refresh")) || 5, refreshes = 0;
+    var refreshToggle = document.querySelector("[data-refresh-toggle]");
+    var refreshStatus = document.querySelector("[data-refresh-status]");
+    var refreshPaused = sessionStorage.getItem("djwork-refresh-paused") === "1";
+    var showRefresh = function (text) {
+      if (refreshToggle) { refreshToggle.textContent = refreshPaused ? "Resume" : "Pause"; }
+      if (refreshStatus) { refreshStatus.textContent = text || (refreshPaused ? "auto-refresh paused" : "refreshing every " + every + "s"); }
+    };
+    var refresh = function () {
+      if (refreshPaused || document.hidden) { return; }
+      fetch(window.location.href, {credentials: "same-origin", headers: {Accept: "text/html"}})
+        .then(function (response) { if (!response.ok) { throw new Error("HTTP " + response.status); } return response.text(); })
+        .then(function (html) {
+          if (refreshPaused) { return; }
+          var fresh = new DOMParser().parseFromString(html, "text/html");
+          ["#" + live.id, "#health"].forEach(function (selector) {
+            var now = document.querySelector(selector), next = fresh.querySelector(selector);
+            if (now && next) { now.replaceWith(document.importNode(next, true)); }
+          });
+          live = document.querySelector("[data-refresh]");
+          refreshes += 1;
+          document.body.setAttribute("data-refreshes", String(refreshes));
+          showRefresh("updated " + utcClock(Date.now()) + " UTC");
+        })
+        .catch(function (error) { showRefresh("refresh failed (" + error.message + "), retrying"); });
+    };
+    if (refreshToggle) {
+      refreshToggle.addEventListener("click", function () {
+        refreshPaused = !refreshPaused;
+        sessionStorage.setItem("djwork-refresh-paused", refreshPaused ? "1" : "0");
+        showRefresh();
+      });
+    }
+    showRefresh();
+    setInterval(refresh, every * 1000);
+    window.djworkRefresh = refresh;
+  }
+
   // --- charts ------------------------------------------------------------------------------
   function el(name, attrs, parent) {
     var node = document.createElementNS(SVG, name);
@@ -132,7 +179,7 @@
         if (previous.time !== null) {
           var seconds = Math.max(stats.time - previous.time, 0.001);
           samples.push({
-            label: new Date(stats.time * 1000).toLocaleTimeString([], {hour: "2-digit", minute: "2-digit", second: "2-digit"}),
+            label: utcClock(stats.time * 1000),
             processed: Math.max(0, (stats.processed - previous.stats.processed) / seconds),
             failed: Math.max(0, (stats.failed - previous.stats.failed) / seconds)
           });
@@ -141,7 +188,7 @@
         previous = {time: stats.time, stats: stats};
         showStats(stats);
         drawLive();
-        if (status) { status.textContent = "updated " + new Date().toLocaleTimeString(); }
+        if (status) { status.textContent = "updated " + utcClock(stats.time * 1000) + " UTC"; }
       })
       .catch(function (error) { if (status) { status.textContent = "poll failed (" + error.message + "), retrying"; } });
   }

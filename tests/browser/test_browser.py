@@ -212,7 +212,7 @@ def test_quiet_then_stop_from_the_busy_page(cluster, worker, admin_page, screens
     page.goto(f"{cluster.base_url}/djwork/busy/")
     row = page.locator(f'tr[data-identity="{identity}"]')
     row.locator("button:has-text('Quiet')").click()
-    assert "stop fetching" in page.locator(".messages").inner_text()
+    assert "Quiet requested" in page.locator(".messages").inner_text()
     wait_until(lambda: redis.hget(identity, "quiet") == b"true", 5, "quiet=true in the heartbeat")
     page.reload()
     assert "quiet" in row.locator("[data-state]").inner_text()
