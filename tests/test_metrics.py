@@ -64,6 +64,7 @@ def test_a_window_lands_in_sidekiqs_keys_with_their_ttls_and_histogram(raw_redis
         recorder.record("App::Fast", ms, False)
     recorder.record("App::Fast", 5000.0, True)  # a failure: counted, its time left out
     recorder.record("App::Other", 12.0, False)
+    recorder.record(["not", "a", "name"], 1.0, True)  # a hand-written payload's "wrapped": never breaks the beat
     pipe = raw_redis.pipeline(transaction=False)
     queue_writes(pipe, recorder.take(), NOW)
     pipe.execute()
@@ -72,7 +73,8 @@ def test_a_window_lands_in_sidekiqs_keys_with_their_ttls_and_histogram(raw_redis
     minute, ten = raw_redis.hgetall("j|260204|8:03"), raw_redis.hgetall("j|260204|8:0")
     fast_ms = str(0 + 19 + 20 + 280 + 400_000).encode()
     assert minute == ten == {b"App::Fast|p": b"6", b"App::Fast|f": b"1", b"App::Fast|ms": fast_ms,
-                             b"App::Other|p": b"1", b"App::Other|ms": b"12"}
+                             b"App::Other|p": b"1", b"App::Other|ms": b"12",
+                             b"['not', 'a', 'name']|p": b"1", b"['not', 'a', 'name']|f": b"1"}
     assert 8 * 3600 - 5 < raw_redis.ttl("j|260204|8:03") <= 8 * 3600
     assert 72 * 3600 - 5 < raw_redis.ttl("j|260204|8:0") <= 72 * 3600
     # h|<Class>-<day>-<hour>:<minute>, nothing padded; 0 and 19 ms in bucket 0, 20 in 1, 280 in 7, 400 s "Slow".
