@@ -67,6 +67,45 @@ class ClusterCollector:
             ("djwork_processes", "Live worker processes.", len(processes)),
         ):
             yield GaugeMetricFamily(name, text, value=value)
+        yield from limiter_families(api.Limiters().all())
+        yield from periodic_families(api.Periodic().entries(runs=1))
+
+
+def limiter_families(limiters: list[Any]) -> Iterator[Any]:
+    """One series per live rate limiter (docs/limiters.md); a per-tenant limiter is one series per tenant."""
+    used = GaugeMetricFamily("djwork_limiter_used", "Slots or units in use.", labels=["limiter", "kind"])
+    size = GaugeMetricFamily("djwork_limiter_size", "The limiter's size.", labels=["limiter", "kind"])
+    waiting = GaugeMetricFamily("djwork_limiter_waiting", "Callers in the waiting list.", labels=["limiter"])
+    admitted = CounterMetricFamily("djwork_limiter_admissions", "Admissions, at once or after a wait.",
+                                   labels=["limiter", "how"])
+    refused = CounterMetricFamily("djwork_limiter_refusals", "OverLimit answers.", labels=["limiter"])
+    for summary in limiters:
+        used.add_metric([summary.name, summary.kind], summary.used)
+        size.add_metric([summary.name, summary.kind], summary.size)
+        waiting.add_metric([summary.name], summary.waiting)
+        admitted.add_metric([summary.name, "immediate"], summary.stats.immediate)
+        admitted.add_metric([summary.name, "waited"], summary.stats.waited)
+        refused.add_metric([summary.name], summary.stats.over)
+    yield from (used, size, waiting, admitted, refused)
+
+
+def periodic_families(entries: list[Any]) -> Iterator[Any]:
+    """One series per periodic entry (docs/periodic.md)."""
+    runs = CounterMetricFamily("djwork_periodic_runs", "Jobs a periodic entry enqueued (slots and run-now).",
+                               labels=["entry"])
+    skipped = CounterMetricFamily("djwork_periodic_skipped", "Slots a periodic entry skipped, by reason.",
+                                  labels=["entry", "reason"])
+    paused = GaugeMetricFamily("djwork_periodic_paused", "1 while the entry is paused.", labels=["entry"])
+    overdue = GaugeMetricFamily("djwork_periodic_overdue", "1 when the next slot is past and undecided (no leader).",
+                                labels=["entry"])
+    for entry in entries:
+        counters = entry.counters
+        runs.add_metric([entry.id], counters.get("fired", 0) + counters.get("run_now", 0))
+        for reason in ("missed", "paused", "overlap", "middleware"):
+            skipped.add_metric([entry.id, reason], counters.get(f"skipped_{reason}", 0))
+        paused.add_metric([entry.id], 1 if entry.paused else 0)
+        overdue.add_metric([entry.id], 1 if entry.overdue else 0)
+    yield from (runs, skipped, paused, overdue)
 
 
 def exposition() -> bytes:

@@ -64,6 +64,7 @@ def test_a_window_lands_in_sidekiqs_keys_with_their_ttls_and_histogram(raw_redis
         recorder.record("App::Fast", ms, False)
     recorder.record("App::Fast", 5000.0, True)  # a failure: counted, its time left out
     recorder.record("App::Other", 12.0, False)
+    recorder.record(["not", "a", "name"], 1.0, True)  # a hand-written payload's "wrapped": never breaks the beat
     pipe = raw_redis.pipeline(transaction=False)
     queue_writes(pipe, recorder.take(), NOW)
     pipe.execute()
@@ -72,7 +73,8 @@ def test_a_window_lands_in_sidekiqs_keys_with_their_ttls_and_histogram(raw_redis
     minute, ten = raw_redis.hgetall("j|260204|8:03"), raw_redis.hgetall("j|260204|8:0")
     fast_ms = str(0 + 19 + 20 + 280 + 400_000).encode()
     assert minute == ten == {b"App::Fast|p": b"6", b"App::Fast|f": b"1", b"App::Fast|ms": fast_ms,
-                             b"App::Other|p": b"1", b"App::Other|ms": b"12"}
+                             b"App::Other|p": b"1", b"App::Other|ms": b"12",
+                             b"['not', 'a', 'name']|p": b"1", b"['not', 'a', 'name']|f": b"1"}
     assert 8 * 3600 - 5 < raw_redis.ttl("j|260204|8:03") <= 8 * 3600
     assert 72 * 3600 - 5 < raw_redis.ttl("j|260204|8:0") <= 72 * 3600
     # h|<Class>-<day>-<hour>:<minute>, nothing padded; 0 and 19 ms in bucket 0, 20 in 1, 280 in 7, 400 s "Slow".
@@ -204,6 +206,10 @@ def test_prometheus_numbers_match_the_read_api_and_anonymous_is_refused(raw_redi
     raw_redis.sadd("queues", "mail")
     raw_redis.zadd("dead", {"d1": 1})
     raw_redis.zadd("retry", {"r1": 1, "r2": 2})
+    from djwork.limiter import window
+
+    window("partner-api", 10, 60).acquire()
+    window("partner-api", 10, 60).acquire()
 
     anonymous = Client()
     assert scrape(anonymous)[0] == 401
@@ -238,6 +244,9 @@ def test_prometheus_numbers_match_the_read_api_and_anonymous_is_refused(raw_redi
     assert (samples[("djwork_retry_size", ())], samples[("djwork_dead_size", ())]) == (stats.retries, stats.dead)
     assert (stats.retries, stats.dead) == (2, 1)
     assert samples[("djwork_scheduled_size", ())] == 0 and samples[("djwork_processes", ())] == 0
+    (limiter,) = api.Limiters().all()
+    assert samples[("djwork_limiter_used", (("kind", "window"), ("limiter", "partner-api")))] == limiter.used == 2
+    assert samples[("djwork_limiter_admissions_total", (("how", "immediate"), ("limiter", "partner-api")))] == 2
 
 
 def test_metrics_false_builds_no_recorder_and_no_sampler_thread(raw_redis):
@@ -250,3 +259,22 @@ def test_metrics_false_builds_no_recorder_and_no_sampler_thread(raw_redis):
     assert not off.queue_sampler.running
     on = Launcher(build_config({}))
     assert isinstance(on.metrics, ExecutionMetrics) and on.heartbeat.metrics is on.metrics
+
+
+def test_periodic_series_carry_the_entries_counters(raw_redis):
+    from djwork.api import Periodic
+    from djwork.conf import build_config
+    from djwork.prometheus import periodic_families
+    from tests.test_periodic_claim import BASE, HOUR, entry, ticker_at
+
+    hourly = entry(name="hourly", args=["h"])
+    ticker_at(raw_redis, BASE + 0.25 * HOUR, hourly).run_once()
+    ticker_at(raw_redis, BASE + 3.01 * HOUR, hourly).run_once()  # 3 h down: fires 03:00, 2 slots missed
+    seconds, micros = raw_redis.time()
+    (listed,) = Periodic(build_config({"PERIODIC": [hourly], "TEST_CLOCK": {
+        "origin": seconds + micros / 1e6, "start": BASE + 3.5 * HOUR}})).entries()
+    samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+               for family in periodic_families([listed]) for sample in family.samples}
+    assert samples[("djwork_periodic_runs_total", (("entry", "hourly"),))] == listed.counters["fired"] == 1
+    assert samples[("djwork_periodic_skipped_total", (("entry", "hourly"), ("reason", "missed")))] == listed.missed == 2
+    assert samples[("djwork_periodic_paused", (("entry", "hourly"),))] == 0

@@ -56,7 +56,7 @@ class ExecutionMetrics:
         ``|ms`` and the histogram, whose averages are about successful runs.
         """
         window = Window()
-        per_class: dict[Any, list[Any]] = {}  # class -> [runs, failures, ms, histogram]
+        per_class: dict[str, list[Any]] = {}  # class -> [runs, failures, ms, histogram]
         events = self._events
         pop = events.popleft
         bounds = BUCKET_BOUNDS
@@ -66,6 +66,8 @@ class ExecutionMetrics:
                 class_name, elapsed_ms, failed = pop()
             except IndexError:
                 break
+            if type(class_name) is not str:  # a hand-written payload's "wrapped" may be a list: unhashable
+                class_name = str(class_name)
             entry = per_class.get(class_name)
             if entry is None:
                 entry = per_class[class_name] = [0, 0, 0, [0] * BUCKETS]
@@ -76,8 +78,7 @@ class ExecutionMetrics:
             ms = int(elapsed_ms)  # Sidekiq counts whole milliseconds (a difference of monotonic ms)
             entry[2] += ms
             entry[3][bisect_right(bounds, ms)] += 1
-        for class_name, (runs, failures, ms, counts) in per_class.items():
-            name = class_name if isinstance(class_name, str) else str(class_name)
+        for name, (runs, failures, ms, counts) in per_class.items():
             window.fields[name + "|p"] = window.fields.get(name + "|p", 0) + runs
             if failures:
                 window.fields[name + "|f"] = window.fields.get(name + "|f", 0) + failures
