@@ -149,7 +149,7 @@ def test_a_jobs_detail_page_shows_its_digest_and_lock_state(admin_client, raw_re
 
 def test_dashboard_delete_and_kill_release_the_lock(admin_client, raw_redis):
     queued = unique_jobs.sync_account.delay(1)
-    admin_client.post(url("queue_action", "default"), {"action": "delete", "job": queued.jid})
+    admin_client.post(url("queue_action", "default"), {"action": "delete", "job": queued.jid, "confirmed": "1"})
     later = unique_jobs.sync_account.apply_async((2,), countdown=600)
     admin_client.post(url("set_action", "scheduled"), {"action": "delete", "key": scheduled_address(later.jid)})
     assert unique_keys(raw_redis) == {}
