@@ -142,9 +142,8 @@ def test_queue_samples_show_a_backlog_building_and_draining(raw_redis):
 
 @pytest.mark.slow
 def test_three_classes_read_the_same_through_sidekiqs_query_and_the_api(workers, raw_redis):  # noqa: F811
-    fast, slow, failing = 240, 12, 30
-    for _ in range(fast):
-        worker_jobs.record.delay("fast")
+    fast, slow, failing = 1_958, 12, 30  # 2,000 jobs of three classes: one slow, one failing
+    worker_jobs.record.delay_many([("fast",)] * fast)
     for _ in range(slow):
         worker_jobs.slow.delay("slow", 0.12)
     for number in range(failing):
