@@ -1,5 +1,6 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
+from djwork.batches import Batch, BatchError
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
@@ -10,6 +11,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArgumentError",
+    "Batch",
+    "BatchError",
     "BoundJob",
     "EnqueueError",
     "Job",

@@ -22,6 +22,7 @@ from django.db.backends.signals import connection_created
 
 from djwork import dead, job_locks, keys
 from djwork import redis as redis_layer
+from djwork.batches import runtime as batch_runtime
 from djwork.cron.locks import retake
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.key_guard import quarantine_culprits
@@ -121,7 +122,7 @@ class Executor:
             if payload.get("unique_until") == "start":
                 try:
                     redis_layer.run(lambda conn: job_locks.release(conn, locks, jid), idempotent=True)
-                    unit.locks = ""
+                    unit.locks = job_locks.encode([tie for tie in locks if job_locks.is_batch(tie)])
                 except Exception as error:  # kept for the ack to release: later, never lost
                     logger.warning("djwork: releasing the locks of job %s at its start failed: %s", jid, error)
         expires_at = payload.get("expires_at")
@@ -130,6 +131,10 @@ class Executor:
                         jid, class_name, time.time() - expires_at, extra={"jid": jid, "job_class": class_name})
             unit.acknowledge(jid)
             self.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
+            return
+        if "bid" in payload and batch_runtime.invalidated(payload):  # its batch was stopped (docs/batches.md)
+            unit.acknowledge(jid)
+            self.history.record(jid, class_name, unit.queue, "invalidated", time.time(), 0.0)
             return
         target = self.resolve(class_name)
         if target is None:
@@ -174,6 +179,8 @@ class Executor:
         elapsed_ms = (time.perf_counter() - clock) * 1000
         if error is None:
             unit.processed = 1
+            if "bid" in payload:  # before the ack, which may fire the batch's success with every result
+                batch_runtime.keep_result(payload, result)
             unit.acknowledge(jid)
             self.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
             if isinstance(target, Task) or payload.get("djwork_task"):

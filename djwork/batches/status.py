@@ -1,0 +1,149 @@
+"""Reading a batch: counts, times and callback state, in one pipelined round trip."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from djwork import keys
+from djwork import redis as redis_layer
+
+EVENTS = ("complete", "success", "death", "settled")
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _time(value: Any) -> float | None:
+    try:
+        return float(_text(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class BatchStatus:
+    """One batch as Redis holds it now. ``pending`` counts jobs neither succeeded nor dead."""
+
+    bid: str
+    description: str
+    total: int
+    pending: int
+    failures: int  # pending jobs that failed at least once (waiting for a retry)
+    dead: int
+    created_at: float | None
+    callback_queue: str
+    callbacks: dict[str, str]  # event -> callback class
+    fired_at: dict[str, float]  # event -> when it was claimed (and its callback pushed)
+    callback_errors: dict[str, str] = field(default_factory=dict)
+    invalidated_at: float | None = None
+    keeps_results: bool = False
+    ttl: int | None = None  # seconds until the keys expire
+    pending_jids: list[str] | None = None  # listed only when few (``jids_up_to``)
+    failed_jids: list[str] | None = None
+    dead_jids: list[str] | None = None
+
+    @property
+    def succeeded(self) -> int:
+        return max(0, self.total - self.pending - self.dead)
+
+    @property
+    def complete_at(self) -> float | None:
+        return self.fired_at.get("complete")
+
+    @property
+    def success_at(self) -> float | None:
+        return self.fired_at.get("success")
+
+    @property
+    def death_at(self) -> float | None:
+        return self.fired_at.get("death")
+
+    @property
+    def settled_at(self) -> float | None:
+        return self.fired_at.get("settled")
+
+    @property
+    def complete(self) -> bool:
+        return "complete" in self.fired_at
+
+    @property
+    def success(self) -> bool:
+        return "success" in self.fired_at
+
+    @property
+    def settled(self) -> bool:
+        return "settled" in self.fired_at
+
+    @property
+    def invalidated(self) -> bool:
+        return self.invalidated_at is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"bid": self.bid, "description": self.description, "total": self.total, "pending": self.pending,
+                "failures": self.failures, "dead": self.dead, "succeeded": self.succeeded,
+                "created_at": self.created_at, "complete_at": self.complete_at, "success_at": self.success_at,
+                "death_at": self.death_at, "settled_at": self.settled_at, "invalidated": self.invalidated}
+
+
+def _callback_class(head: Any) -> str:
+    try:
+        return str(orjson.loads(_text(head) + "}").get("class", "?"))
+    except (orjson.JSONDecodeError, AttributeError):
+        return "?"
+
+
+def parse(bid: str, fields: dict[Any, Any], pending: int, failures: int, dead: int, ttl: int | None,
+          lists: tuple[list[str] | None, list[str] | None, list[str] | None] = (None, None, None)) -> BatchStatus:
+    """A BatchStatus from the hash's fields and the sets' sizes."""
+    text = {_text(name): value for name, value in fields.items()}
+    fired = {event: at for event in EVENTS if (at := _time(text.get(f"{event}_at"))) is not None}
+    try:
+        total = int(_text(text.get("total", b"0")))
+    except ValueError:
+        total = 0
+    return BatchStatus(
+        bid=bid, description=_text(text.get("description", b"")), total=total, pending=pending,
+        failures=failures, dead=dead, created_at=_time(text.get("created_at")),
+        callback_queue=_text(text.get("cbq", b"default")),
+        callbacks={event: _callback_class(text[f"cb-{event}"]) for event in EVENTS if f"cb-{event}" in text},
+        fired_at=fired,
+        callback_errors={event: _text(text[f"{event}_error"]) for event in EVENTS if f"{event}_error" in text},
+        invalidated_at=_time(text.get("invalidated")), keeps_results="keep_results" in text,
+        ttl=ttl if ttl is not None and ttl >= 0 else None,
+        pending_jids=lists[0], failed_jids=lists[1], dead_jids=lists[2])
+
+
+def read_status(bid: str, *, jids_up_to: int = 0) -> BatchStatus | None:
+    """The batch ``bid`` now, or None when its keys are gone."""
+    def read(conn: Any) -> list[Any]:
+        pipe = conn.pipeline(transaction=False)
+        pipe.hgetall(keys.batch(bid))
+        pipe.scard(keys.batch_jids(bid))
+        pipe.scard(keys.batch_failed(bid))
+        pipe.scard(keys.batch_died(bid))
+        pipe.ttl(keys.batch(bid))
+        return pipe.execute()
+
+    fields, pending, failures, dead, ttl = redis_layer.run(read, idempotent=True)
+    if not fields:
+        return None
+    lists: tuple[list[str] | None, list[str] | None, list[str] | None] = (None, None, None)
+    if jids_up_to > 0:
+        sizes = (pending, failures, dead)
+        wanted = [key for key, size in zip((keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid)),
+                                          sizes, strict=True)]
+
+        def members(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            for key, size in zip(wanted, sizes, strict=True):
+                pipe.srandmember(key, jids_up_to) if size else pipe.echo("")
+            return pipe.execute()
+
+        found = redis_layer.run(members, idempotent=True)
+        lists = tuple(sorted(_text(jid) for jid in got) if isinstance(got, list) and size <= jids_up_to else None
+                      for got, size in zip(found, sizes, strict=True))  # type: ignore[assignment]
+    return parse(bid, fields, pending, failures, dead, ttl, lists)

@@ -1,0 +1,52 @@
+"""Jobs and callbacks for tests/test_batches*.py, run by real worker subprocesses.
+
+Members count their runs under ``t:batch:runs`` (per key); callbacks count
+themselves under ``t:batch:callbacks`` (per event) and append the event to
+``t:batch:events``, so a test sees exactly-once and the order of events.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import djwork
+from tests.worker_jobs import conn
+
+RUNS = "t:batch:runs"
+CALLBACKS = "t:batch:callbacks"
+EVENTS = "t:batch:events"
+STATUSES = "t:batch:statuses"
+
+
+@djwork.job(bind=True, max_retries=5)
+def member(self, key, fail_once=False, hold=0.0):
+    if hold:
+        time.sleep(hold)
+    if fail_once and conn().set(f"t:batch:failed:{key}", 1, nx=True):
+        raise self.retry(countdown=0)
+    conn().hincrby(RUNS, str(key), 1)
+    return key * 2 if isinstance(key, int) else key
+
+
+@djwork.job(retry=0)
+def dies(key):
+    conn().hincrby(RUNS, str(key), 1)
+    raise RuntimeError(f"batch member {key} always fails")
+
+
+@djwork.job
+def on_event(status, **callback_args):
+    pipe = conn().pipeline(transaction=False)
+    pipe.hincrby(CALLBACKS, status["event"], 1)
+    pipe.rpush(EVENTS, status["event"])
+    pipe.hset(STATUSES, status["event"], json.dumps({**status, "callback_args": callback_args}))
+    pipe.execute()
+
+
+@djwork.job(bind=True)
+def opens_child(self, key):
+    """A member that adds a job to its own batch while it runs."""
+    with djwork.Batch(bid=self.request.payload["bid"]).jobs():
+        member.delay(f"{key}-added")
+    conn().hincrby(RUNS, str(key), 1)
