@@ -14,17 +14,23 @@ import djwork
 from tests.worker_jobs import conn
 
 RUNS = "t:batch:runs"
+STARTS = "t:batch:starts"
 CALLBACKS = "t:batch:callbacks"
 EVENTS = "t:batch:events"
 STATUSES = "t:batch:statuses"
 
 
-@djwork.job(bind=True, max_retries=5)
-def member(self, key, fail_once=False, hold=0.0):
+@djwork.job(bind=True, max_retries=200)
+def member(self, key, fail_once=False, hold=0.0, after_complete=False):
+    """Counts its start and its success; ``fail_once`` fails its first run; ``after_complete`` then keeps
+    failing (a retry every 0.2 s) until the batch's complete callback has run, so success comes strictly later."""
+    conn().hincrby(STARTS, str(key), 1)
     if hold:
         time.sleep(hold)
     if fail_once and conn().set(f"t:batch:failed:{key}", 1, nx=True):
         raise self.retry(countdown=0)
+    if after_complete and not conn().hget(CALLBACKS, "complete"):
+        raise self.retry(countdown=0.2)
     conn().hincrby(RUNS, str(key), 1)
     return key * 2 if isinstance(key, int) else key
 
@@ -38,9 +44,10 @@ def dies(key):
 @djwork.job
 def on_event(status, **callback_args):
     pipe = conn().pipeline(transaction=False)
-    pipe.hincrby(CALLBACKS, status["event"], 1)
-    pipe.rpush(EVENTS, status["event"])
-    pipe.hset(STATUSES, status["event"], json.dumps({**status, "callback_args": callback_args}))
+    pipe.hincrby(CALLBACKS, status["event"], 1)  # any batch's: what member(after_complete=True) waits for
+    pipe.hincrby(f"{CALLBACKS}:{status['bid']}", status["event"], 1)
+    pipe.rpush(EVENTS, f"{status['bid']}:{status['event']}")
+    pipe.hset(STATUSES, f"{status['bid']}:{status['event']}", json.dumps({**status, "callback_args": callback_args}))
     pipe.execute()
 
 
