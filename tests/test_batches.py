@@ -9,6 +9,7 @@ outcome counted once however often it is replayed.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -167,3 +168,22 @@ def test_an_invalidated_batch_pushes_no_callback(raw_redis):
     ack(raw_redis, jobs[0])
     status = djwork.Batch.status(batch.bid)
     assert status.invalidated and status.success and events_pushed(raw_redis, "cb") == []
+
+
+def test_the_api_lists_batches_newest_first_filters_by_description_and_forgets_expired_ones(raw_redis):
+    from djwork import api
+
+    made = []
+    for index in range(5):
+        batch, _ = make(raw_redis, 1, description=f"import {index}" if index % 2 == 0 else f"export {index}")
+        raw_redis.zadd(keys.BATCHES, {batch.bid: time.time() - 100 + index})  # distinct scores: a stable order
+        made.append(batch)
+    raw_redis.delete(keys.batch(made[4].bid))  # expired
+    page = api.Batches().page(1, 2)
+    assert [status.bid for status in page.items] == [made[3].bid, made[2].bid]
+    assert page.total == 4 and raw_redis.zscore(keys.BATCHES, made[4].bid) is None
+    assert [status.description for status in api.Batches(description="IMPORT").page().items] == ["import 2",
+                                                                                                  "import 0"]
+    detail = api.Batch(made[0].bid).status()
+    assert detail.pending_jids == sorted(job.decode() for job in raw_redis.smembers(keys.batch_jids(made[0].bid)))
+    assert api.Batch("gone").status() is None

@@ -51,3 +51,9 @@ __all__ += ["Quarantine", "QuarantinedKey"]
 from djwork.api.unique_locks import LockPage, UniqueLock, UniqueLocks  # noqa: E402
 
 __all__ += ["LockPage", "UniqueLock", "UniqueLocks"]
+
+# Batches (docs/batches.md).
+from djwork.api.batches import Batch, Batches  # noqa: E402
+from djwork.batches.status import BatchStatus  # noqa: E402
+
+__all__ += ["Batch", "BatchStatus", "Batches"]

@@ -117,33 +117,26 @@ def parse(bid: str, fields: dict[Any, Any], pending: int, failures: int, dead: i
         pending_jids=lists[0], failed_jids=lists[1], dead_jids=lists[2])
 
 
-def read_status(bid: str, *, jids_up_to: int = 0) -> BatchStatus | None:
-    """The batch ``bid`` now, or None when its keys are gone."""
-    def read(conn: Any) -> list[Any]:
-        pipe = conn.pipeline(transaction=False)
-        pipe.hgetall(keys.batch(bid))
-        pipe.scard(keys.batch_jids(bid))
-        pipe.scard(keys.batch_failed(bid))
-        pipe.scard(keys.batch_died(bid))
-        pipe.ttl(keys.batch(bid))
-        return pipe.execute()
-
-    fields, pending, failures, dead, ttl = redis_layer.run(read, idempotent=True)
+def read_status(bid: str, *, jids_up_to: int = 0, conn: Any = None) -> BatchStatus | None:
+    """The batch ``bid`` now, or None when its keys are gone (on ``conn``, else on the default pool)."""
+    if conn is None:
+        return redis_layer.run(lambda conn: read_status(bid, jids_up_to=jids_up_to, conn=conn), idempotent=True)
+    pipe = conn.pipeline(transaction=False)
+    pipe.hgetall(keys.batch(bid))
+    pipe.scard(keys.batch_jids(bid))
+    pipe.scard(keys.batch_failed(bid))
+    pipe.scard(keys.batch_died(bid))
+    pipe.ttl(keys.batch(bid))
+    fields, pending, failures, dead, ttl = pipe.execute()
     if not fields:
         return None
-    lists: tuple[list[str] | None, list[str] | None, list[str] | None] = (None, None, None)
+    lists: list[list[str] | None] = [None, None, None]
     if jids_up_to > 0:
         sizes = (pending, failures, dead)
-        wanted = [key for key, size in zip((keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid)),
-                                          sizes, strict=True)]
-
-        def members(conn: Any) -> list[Any]:
-            pipe = conn.pipeline(transaction=False)
-            for key, size in zip(wanted, sizes, strict=True):
-                pipe.srandmember(key, jids_up_to) if size else pipe.echo("")
-            return pipe.execute()
-
-        found = redis_layer.run(members, idempotent=True)
-        lists = tuple(sorted(_text(jid) for jid in got) if isinstance(got, list) and size <= jids_up_to else None
-                      for got, size in zip(found, sizes, strict=True))  # type: ignore[assignment]
-    return parse(bid, fields, pending, failures, dead, ttl, lists)
+        pipe = conn.pipeline(transaction=False)
+        for key in (keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid)):
+            pipe.srandmember(key, jids_up_to)
+        for index, (got, size) in enumerate(zip(pipe.execute(), sizes, strict=True)):
+            if size <= jids_up_to:
+                lists[index] = sorted(_text(jid) for jid in got)
+    return parse(bid, fields, pending, failures, dead, ttl, (lists[0], lists[1], lists[2]))
