@@ -8,7 +8,8 @@
 -- run twice (orphan recovery after kill -9, a late finish) cannot count twice or drive pending
 -- below 0, and a retried job cannot be counted as finished before it succeeds.
 --   b-<bid>          HASH  total description created_at cbq cb-<event> <event>_at invalidated keep_results
---   b-<bid>-jids     SET   pending: not succeeded, not dead
+--                          parent kids
+--   b-<bid>-jids     SET   pending: not succeeded, not dead (jids, and b-<bid> of child batches)
 --   b-<bid>-failed   SET   pending jids that failed at least once (each waits for a retry)
 --   b-<bid>-died     SET   jids that died (dead set, dropped, deleted) and have not succeeded since
 --   b-<bid>-order    LIST, b-<bid>-results HASH: member results in order (batches that keep them)
@@ -62,21 +63,36 @@ local function batch_fire(hash, event, now)
   redis.pcall('SADD', 'queues', queue)
 end
 
+local batch_end  -- defined below: a child batch's state ends its membership in its parent
+
 local function batch_check(hash, now)
   local pending = redis.call('SCARD', hash .. '-jids')
-  if pending == redis.call('SCARD', hash .. '-failed') then batch_fire(hash, 'complete', now) end
+  local outcome = nil  -- what this batch is, as a member of its parent: ok, retry (ran, not done) or dead
+  if pending == redis.call('SCARD', hash .. '-failed') then
+    batch_fire(hash, 'complete', now)
+    outcome = 'retry'
+  end
   if pending == 0 then
+    outcome = 'dead'
     if redis.call('SCARD', hash .. '-died') == 0 then
+      outcome = 'ok'
       batch_fire(hash, 'success', now)
       for _, suffix in ipairs(BATCH_SUFFIXES) do redis.call('EXPIRE', hash .. suffix, BATCH_LINGER) end
     end
     batch_fire(hash, 'settled', now)
   end
+  local parent = redis.call('HGET', hash, 'parent')
+  if parent and outcome then
+    -- The child is the member `b-<bid>` of its parent's sets: membership again, so telling the
+    -- parent twice (every check of a settled child does) counts once.
+    batch_end('b-' .. parent, hash, outcome)
+  end
 end
 
 -- outcome: 'ok' (succeeded, or dropped as expired), 'retry' (failed, will run again), 'dead'
--- (buried in dead, dropped after failing, or deleted: it will not run again).
-local function batch_end(hash, jid, outcome)
+-- (buried in dead, dropped after failing, or deleted: it will not run again). `jid` is a job's
+-- jid, or a child batch's b-<bid>.
+batch_end = function(hash, jid, outcome)
   if redis.call('EXISTS', hash) == 0 then return end  -- expired or never made: create nothing
   local changed = 0
   if outcome == 'ok' then

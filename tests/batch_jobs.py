@@ -57,3 +57,12 @@ def opens_child(self, key):
     with djwork.Batch(bid=self.request.payload["bid"]).jobs():
         member.delay(f"{key}-added")
     conn().hincrby(RUNS, str(key), 1)
+
+
+@djwork.job
+def opens_nested(key):
+    """A member that opens a batch of its own: a child of the batch it belongs to."""
+    child = djwork.Batch(description=f"child of {key}", on_success=on_event, on_settled=on_event)
+    with child.jobs():
+        member.delay(f"{key}-child", hold=0.3)
+    conn().hset("t:batch:children", key, child.bid)

@@ -187,3 +187,37 @@ def test_the_api_lists_batches_newest_first_filters_by_description_and_forgets_e
     detail = api.Batch(made[0].bid).status()
     assert detail.pending_jids == sorted(job.decode() for job in raw_redis.smembers(keys.batch_jids(made[0].bid)))
     assert api.Batch("gone").status() is None
+
+
+def test_a_child_batch_holds_its_parents_events_until_it_settles(raw_redis):
+    from djwork.batches import runtime
+
+    parent, jobs = make(raw_redis, 2)
+    running = runtime.enter(jobs[0])  # as the worker does around jobs[0]'s body
+    try:
+        child = djwork.Batch(description="child", on_success=batch_jobs.on_event)
+        with child.jobs():
+            batch_jobs.member.delay("c1")
+            batch_jobs.dies.delay("c2")
+        empty_child = djwork.Batch(description="empty child")
+        with empty_child.jobs():
+            pass
+    finally:
+        runtime.leave(running)
+    assert djwork.Batch.status(child.bid).parent == parent.bid
+    assert djwork.Batch.status(parent.bid).kids == 2
+    child_jobs = [job for job in members(raw_redis) if job.get("bid") == child.bid]
+    ack(raw_redis, jobs[0])
+    ack(raw_redis, jobs[1])
+    assert events_pushed(raw_redis, "cb") == []  # the child is still pending in its parent
+    ack(raw_redis, child_jobs[0])
+    fail(raw_redis, child_jobs[1], "retry")
+    assert events_pushed(raw_redis, "cb") == ["complete"]  # the child ran every job once: so did the parent
+    fail(raw_redis, child_jobs[1], "dead")
+    assert events_pushed(raw_redis, "cb") == ["complete", "death", "settled"]  # the child died in its parent
+    status = djwork.Batch.status(parent.bid, jids_up_to=5)
+    assert status.dead_jids == [keys.batch(child.bid)] and not status.success
+    fail(raw_redis, child_jobs[1], "dead")
+    ack(raw_redis, child_jobs[1])  # retried from dead by hand, it succeeds: the child succeeds, so does the parent
+    assert events_pushed(raw_redis, "cb") == ["complete", "death", "settled", "success"]
+    assert djwork.Batch.status(child.bid).success

@@ -51,6 +51,9 @@ def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(work
     growing = djwork.Batch(description="growing", **CALLBACKS)
     with growing.jobs():
         batch_jobs.opens_child.delay("g")
+    nesting = djwork.Batch(description="nesting", **CALLBACKS)
+    with nesting.jobs():
+        batch_jobs.opens_nested.delay("n")
     stopped = djwork.Batch(description="stopped", **CALLBACKS)
     with stopped.jobs():
         batch_jobs.member.delay("never")
@@ -58,7 +61,8 @@ def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(work
 
     workers.start("-c", "10", overrides={"LOG_JOBS": False})
     wait_until(lambda: djwork.Batch.status(big.bid).success, 60, "the big batch's success")
-    wait_until(lambda: all(djwork.Batch.status(batch.bid).settled for batch in (big, dying, empty, growing)), 30,
+    wait_until(lambda: all(djwork.Batch.status(batch.bid).settled for batch in (big, dying, empty, growing, nesting)),
+               30,
                "every batch settled")
     wait_until(lambda: settled_all(raw_redis), 30, "every job and callback run")
 
@@ -87,6 +91,12 @@ def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(work
     runs = counts(raw_redis, batch_jobs.RUNS)
     assert all(runs[str(index)] == 1 for index in range(990)) and all(runs[f"f{index}"] == 1 for index in range(10))
     assert djwork.Batch.status(growing.bid).total == 2 and runs["g-added"] == 1
+    # The nested batch: its parent's success waited for the child's (whose one job sleeps 0.3 s).
+    child = djwork.Batch.status(raw_redis.hget("t:batch:children", "n").decode())
+    assert child.parent == nesting.bid and child.success and runs["n-child"] == 1
+    assert sorted(by_batch[nesting.bid]) == ["complete", "settled", "success"]
+    assert sorted(by_batch[child.bid]) == ["settled", "success"]
+    assert djwork.Batch.status(nesting.bid).success_at >= child.success_at
     dying_status = djwork.Batch.status(dying.bid)
     assert (dying_status.dead, dying_status.pending, dying_status.success) == (1, 0, False)
 

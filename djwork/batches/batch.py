@@ -20,7 +20,7 @@ from typing import Any
 
 from djwork import keys
 from djwork import redis as redis_layer
-from djwork.batches import collect
+from djwork.batches import collect, runtime
 from djwork.batches.status import BatchStatus, read_status
 from djwork.payload import build, check_json_native, dumps
 
@@ -47,8 +47,10 @@ class Batch:
     def __init__(self, bid: str | None = None, *, description: str = "", on_success: Any = None,
                  on_complete: Any = None, on_death: Any = None, on_settled: Any = None,
                  callback_queue: str = "default", callback_args: dict[str, Any] | None = None,
-                 keep_results: bool = False) -> None:
+                 keep_results: bool = False, parent: str | None = None) -> None:
         self._new = bid is None
+        # Opened inside a job of a batch: a child of that batch, whose events wait for this one.
+        self.parent = (parent or runtime.running_bid()) if self._new else None
         self.bid = bid or secrets.token_urlsafe(10)
         self.description = str(description)
         self.callback_queue = callback_queue
@@ -85,13 +87,21 @@ class Batch:
         now = time.time()
         if not first and not redis_layer.run(lambda conn: conn.exists(keys.batch(self.bid)), idempotent=True):
             raise BatchError(f"batch {self.bid} does not exist (expired, or never made): its jobs were not written")
+        parent = self.parent if first else None
+        if parent and not redis_layer.run(lambda conn: conn.exists(keys.batch(parent)), idempotent=True):
+            parent = None  # its parent is gone: nothing waits for this batch
 
         def write(conn: Any) -> list[Any]:
             pipe = conn.pipeline(transaction=True)
             head = keys.batch(self.bid)
             if first:
-                pipe.hset(head, mapping=self._fields(now))
+                pipe.hset(head, mapping={**self._fields(now), **({"parent": parent} if parent else {})})
                 pipe.zadd(keys.BATCHES, {self.bid: now})
+            if parent:
+                # A pending member of its parent (as `b-<bid>`) from the same transaction on; the parent's
+                # job that opens it is pending too, so the parent can't finish in between.
+                pipe.sadd(keys.batch_jids(parent), head)
+                pipe.hincrby(keys.batch(parent), "kids", 1)
             pipe.hincrby(head, "total", count)
             for start in range(0, count, CHUNK):
                 pipe.sadd(keys.batch_jids(self.bid), *collector.jids[start:start + CHUNK])

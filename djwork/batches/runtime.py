@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
 from djwork import keys
@@ -32,6 +33,22 @@ class Flags(NamedTuple):
 
 _cache: dict[str, tuple[float, Flags]] = {}
 _lock = threading.Lock()
+# The bid of the batch job this thread runs: a batch made inside it is its batch's child (batch.py).
+_running: ContextVar[str | None] = ContextVar("djwork_running_batch", default=None)
+
+
+def enter(payload: dict[str, Any]) -> Token[str | None]:
+    """Before a job runs: remember its batch, so batches it opens become children of it."""
+    return _running.set(bid_of(payload))
+
+
+def leave(token: Token[str | None]) -> None:
+    _running.reset(token)
+
+
+def running_bid() -> str | None:
+    """The batch of the job running in this thread or task, if it is in one."""
+    return _running.get()
 
 
 def bid_of(payload: dict[str, Any]) -> str | None:

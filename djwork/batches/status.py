@@ -24,6 +24,13 @@ def _time(value: Any) -> float | None:
         return None
 
 
+def _int(value: Any) -> int:
+    try:
+        return int(_text(value)) if value is not None else 0
+    except ValueError:
+        return 0
+
+
 @dataclass(frozen=True)
 class BatchStatus:
     """One batch as Redis holds it now. ``pending`` counts jobs neither succeeded nor dead."""
@@ -41,6 +48,8 @@ class BatchStatus:
     callback_errors: dict[str, str] = field(default_factory=dict)
     invalidated_at: float | None = None
     keeps_results: bool = False
+    parent: str | None = None  # the batch this one is a child of (its events wait for this one)
+    kids: int = 0  # child batches opened by its jobs; each is a pending member `b-<bid>` until it settles
     ttl: int | None = None  # seconds until the keys expire
     pending_jids: list[str] | None = None  # listed only when few (``jids_up_to``)
     failed_jids: list[str] | None = None
@@ -86,7 +95,8 @@ class BatchStatus:
         return {"bid": self.bid, "description": self.description, "total": self.total, "pending": self.pending,
                 "failures": self.failures, "dead": self.dead, "succeeded": self.succeeded,
                 "created_at": self.created_at, "complete_at": self.complete_at, "success_at": self.success_at,
-                "death_at": self.death_at, "settled_at": self.settled_at, "invalidated": self.invalidated}
+                "death_at": self.death_at, "settled_at": self.settled_at, "invalidated": self.invalidated,
+                "parent": self.parent, "kids": self.kids}
 
 
 def _callback_class(head: Any) -> str:
@@ -101,10 +111,7 @@ def parse(bid: str, fields: dict[Any, Any], pending: int, failures: int, dead: i
     """A BatchStatus from the hash's fields and the sets' sizes."""
     text = {_text(name): value for name, value in fields.items()}
     fired = {event: at for event in EVENTS if (at := _time(text.get(f"{event}_at"))) is not None}
-    try:
-        total = int(_text(text.get("total", b"0")))
-    except ValueError:
-        total = 0
+    total = _int(text.get("total"))
     return BatchStatus(
         bid=bid, description=_text(text.get("description", b"")), total=total, pending=pending,
         failures=failures, dead=dead, created_at=_time(text.get("created_at")),
@@ -113,6 +120,7 @@ def parse(bid: str, fields: dict[Any, Any], pending: int, failures: int, dead: i
         fired_at=fired,
         callback_errors={event: _text(text[f"{event}_error"]) for event in EVENTS if f"{event}_error" in text},
         invalidated_at=_time(text.get("invalidated")), keeps_results="keep_results" in text,
+        parent=_text(text["parent"]) if "parent" in text else None, kids=_int(text.get("kids")),
         ttl=ttl if ttl is not None and ttl >= 0 else None,
         pending_jids=lists[0], failed_jids=lists[1], dead_jids=lists[2])
 

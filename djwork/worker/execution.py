@@ -161,8 +161,10 @@ class Executor:
                         extra={"jid": jid, "job_class": class_name, "queue": unit.queue, "event": "start"})
         clock = time.perf_counter()
         error: BaseException | None = None
+        running = None
         try:
             close_stale_connections()
+            running = batch_runtime.enter(payload)  # a batch this job opens is a child of its own
             result = self._invoke(payload, target, unit.queue, jid)
         except BaseException as caught:
             # SystemExit/KeyboardInterrupt too: on a processor thread only the job
@@ -176,6 +178,8 @@ class Executor:
             except Exception:
                 logger.exception("djwork: close_old_connections failed after a job")
             self.work.end(tid)
+            if running is not None:
+                batch_runtime.leave(running)
         elapsed_ms = (time.perf_counter() - clock) * 1000
         if error is None:
             unit.processed = 1
