@@ -54,7 +54,7 @@ def on_event(status, **callback_args):
 @djwork.job(bind=True)
 def opens_child(self, key):
     """A member that adds a job to its own batch while it runs."""
-    with djwork.Batch(bid=self.request.payload["bid"]).jobs():
+    with self.request.batch.jobs():
         member.delay(f"{key}-added")
     conn().hincrby(RUNS, str(key), 1)
 
