@@ -238,7 +238,3 @@ def batch_results(bid: str) -> str:
     """HASH ``b-<bid>-results``: jid -> JSON return value (only when the batch keeps results)."""
     return f"{BATCH_PREFIX}{bid}-results"
 
-
-def batch_keys(bid: str) -> list[str]:
-    """Every key of one batch, the hash first."""
-    return [batch(bid), *(f"{BATCH_PREFIX}{bid}{suffix}" for suffix in BATCH_SUFFIXES)]

@@ -221,3 +221,22 @@ def test_a_child_batch_holds_its_parents_events_until_it_settles(raw_redis):
     ack(raw_redis, child_jobs[1])  # retried from dead by hand, it succeeds: the child succeeds, so does the parent
     assert events_pushed(raw_redis, "cb") == ["complete", "death", "settled", "success"]
     assert djwork.Batch.status(child.bid).success
+
+
+def test_scheduled_pushes_join_the_batch_and_an_expired_drop_counts_as_done(raw_redis):
+    batch = djwork.Batch(on_success=batch_jobs.on_event, callback_queue="cb")
+    with batch.jobs():
+        batch_jobs.member.apply_async((1,), countdown=3600)
+    (raw,) = raw_redis.zrange(keys.SCHEDULE, 0, -1)
+    job = json.loads(raw)
+    assert job["bid"] == batch.bid and djwork.Batch.status(batch.bid).pending == 1
+    ack(raw_redis, job)  # the worker acks a job whose expires_at passed, unrun
+    assert events_pushed(raw_redis, "cb") == ["success"]
+
+
+def test_unique_jobs_cannot_join_a_batch(raw_redis):
+    from tests import unique_jobs
+
+    with pytest.raises(ValueError, match="unique"), djwork.Batch().jobs():
+        unique_jobs.sync_account.delay(1)
+    assert raw_redis.keys("*") == []

@@ -54,6 +54,10 @@ def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(work
     nesting = djwork.Batch(description="nesting", **CALLBACKS)
     with nesting.jobs():
         batch_jobs.opens_nested.delay("n")
+    keeping = djwork.Batch(description="keeping", on_success=batch_jobs.on_event, keep_results=True)
+    with keeping.jobs():
+        batch_jobs.member.delay_many([(index,) for index in (5005, 5006, 5007)])
+        batch_jobs.member.delay("k", fail_once=True)
     stopped = djwork.Batch(description="stopped", **CALLBACKS)
     with stopped.jobs():
         batch_jobs.member.delay("never")
@@ -61,7 +65,8 @@ def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(work
 
     workers.start("-c", "10", overrides={"LOG_JOBS": False})
     wait_until(lambda: djwork.Batch.status(big.bid).success, 60, "the big batch's success")
-    wait_until(lambda: all(djwork.Batch.status(batch.bid).settled for batch in (big, dying, empty, growing, nesting)),
+    wait_until(lambda: all(djwork.Batch.status(batch.bid).settled for batch in (big, dying, empty, growing, nesting,
+                                                                                   keeping)),
                30,
                "every batch settled")
     wait_until(lambda: settled_all(raw_redis), 30, "every job and callback run")
@@ -97,6 +102,9 @@ def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(work
     assert sorted(by_batch[nesting.bid]) == ["complete", "settled", "success"]
     assert sorted(by_batch[child.bid]) == ["settled", "success"]
     assert djwork.Batch.status(nesting.bid).success_at >= child.success_at
+    # Results kept: in the success callback's own arguments, in the order the jobs were added.
+    kept = json.loads(raw_redis.hget(batch_jobs.STATUSES, f"{keeping.bid}:success"))
+    assert kept["results"] == [10010, 10012, 10014, "k"]
     dying_status = djwork.Batch.status(dying.bid)
     assert (dying_status.dead, dying_status.pending, dying_status.success) == (1, 0, False)
 

@@ -54,6 +54,7 @@ __all__ += ["LockPage", "UniqueLock", "UniqueLocks"]
 
 # Batches (docs/batches.md).
 from djwork.api.batches import Batch, Batches  # noqa: E402
+from djwork.batches.status import EVENTS as BATCH_EVENTS  # noqa: E402
 from djwork.batches.status import BatchStatus  # noqa: E402
 
-__all__ += ["Batch", "BatchStatus", "Batches"]
+__all__ += ["BATCH_EVENTS", "Batch", "BatchStatus", "Batches"]

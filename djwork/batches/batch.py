@@ -24,7 +24,6 @@ from djwork.batches import collect, runtime
 from djwork.batches.status import BatchStatus, read_status
 from djwork.payload import build, check_json_native, dumps
 
-EVENTS = ("complete", "success", "death", "settled")
 PENDING_TTL = 30 * 24 * 3600  # a batch that never succeeds is forgotten 30 days after its last add
 MAX_KEPT_RESULTS = 10_000  # results ride in the success callback's payload: bounded
 CHUNK = 10_000  # members per SADD / LPUSH command

@@ -29,7 +29,6 @@ from djwork_dashboard.views.base import (
 
 BID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
 JIDS_SHOWN = 50  # a batch's pending, failing and dead jids are listed when there are at most this many
-EVENTS = ("complete", "success", "death", "settled")
 
 
 def _when(epoch: float | None) -> dt.datetime | None:
@@ -70,7 +69,7 @@ class BatchRow:
     def events(self) -> list[dict[str, object]]:
         s = self.status
         return [{"event": event, "callback": s.callbacks.get(event, ""), "at": _when(s.fired_at.get(event)),
-                 "error": s.callback_errors.get(event, "")} for event in EVENTS]
+                 "error": s.callback_errors.get(event, "")} for event in api.BATCH_EVENTS]
 
 
 def bid_or_404(bid: str) -> str:
