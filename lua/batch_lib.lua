@@ -46,7 +46,8 @@ local function batch_status_json(hash, event, now)
   return text
 end
 
-local function batch_fire(hash, event, now)
+local function batch_fire(hash, event)
+  local now = batch_time()  -- read only here: most job ends fire nothing
   if redis.call('HSETNX', hash, event .. '_at', now) == 0 then return end
   if redis.call('HEXISTS', hash, 'invalidated') == 1 then return end
   local head = redis.call('HGET', hash, 'cb-' .. event)
@@ -65,27 +66,31 @@ end
 
 local batch_end  -- defined below: a child batch's state ends its membership in its parent
 
-local function batch_check(hash, now)
+-- `failing` may be passed when the caller knows it (the ack's path: one SCARD fewer per job).
+local function batch_check(hash, failing)
   local pending = redis.call('SCARD', hash .. '-jids')
+  failing = failing or redis.call('SCARD', hash .. '-failed')
   local outcome = nil  -- what this batch is, as a member of its parent: ok, retry (ran, not done) or dead
-  if pending == redis.call('SCARD', hash .. '-failed') then
-    batch_fire(hash, 'complete', now)
+  if pending == failing then
+    batch_fire(hash, 'complete')
     outcome = 'retry'
   end
   if pending == 0 then
     outcome = 'dead'
     if redis.call('SCARD', hash .. '-died') == 0 then
       outcome = 'ok'
-      batch_fire(hash, 'success', now)
+      batch_fire(hash, 'success')
       for _, suffix in ipairs(BATCH_SUFFIXES) do redis.call('EXPIRE', hash .. suffix, BATCH_LINGER) end
     end
-    batch_fire(hash, 'settled', now)
+    batch_fire(hash, 'settled')
   end
-  local parent = redis.call('HGET', hash, 'parent')
-  if parent and outcome then
-    -- The child is the member `b-<bid>` of its parent's sets: membership again, so telling the
-    -- parent twice (every check of a settled child does) counts once.
-    batch_end('b-' .. parent, hash, outcome)
+  if outcome then
+    local parent = redis.call('HGET', hash, 'parent')
+    if parent then
+      -- The child is the member `b-<bid>` of its parent's sets: membership again, so telling the
+      -- parent twice (every check of a settled child does) counts once.
+      batch_end('b-' .. parent, hash, outcome)
+    end
   end
 end
 
@@ -93,31 +98,36 @@ end
 -- (buried in dead, dropped after failing, or deleted: it will not run again). `jid` is a job's
 -- jid, or a child batch's b-<bid>.
 batch_end = function(hash, jid, outcome)
-  if redis.call('EXISTS', hash) == 0 then return end  -- expired or never made: create nothing
-  local changed = 0
   if outcome == 'ok' then
-    changed = redis.call('SREM', hash .. '-jids', jid) + redis.call('SREM', hash .. '-died', jid)
-    redis.call('SREM', hash .. '-failed', jid)
-  elseif outcome == 'retry' then
-    if redis.call('SISMEMBER', hash .. '-jids', jid) == 1 then
-      changed = redis.call('SADD', hash .. '-failed', jid)
+    -- The path every successful job takes: three commands while nothing fires. SREM on a batch
+    -- whose keys expired removes nothing, so no EXISTS is needed here.
+    if redis.call('SREM', hash .. '-jids', jid) == 1 then
+      local failing = redis.call('SCARD', hash .. '-failed')
+      if failing > 0 then failing = failing - redis.call('SREM', hash .. '-failed', jid) end
+      batch_check(hash, failing)
+    elseif redis.call('SREM', hash .. '-died', jid) == 1 then
+      batch_check(hash)  -- a dead job retried by hand has succeeded
+    end
+    return
+  end
+  if redis.call('EXISTS', hash) == 0 then return end  -- expired or never made: create nothing
+  if outcome == 'retry' then
+    if redis.call('SISMEMBER', hash .. '-jids', jid) == 0 or redis.call('SADD', hash .. '-failed', jid) == 0 then
+      return
     end
   elseif redis.call('SREM', hash .. '-jids', jid) == 1 then
     redis.call('SREM', hash .. '-failed', jid)
     redis.call('SADD', hash .. '-died', jid)
-    changed = 1
+  else
+    return
   end
-  if changed == 0 then return end
-  if outcome ~= 'ok' then
-    local ttl = redis.call('PTTL', hash)  -- sets made here live as long as the batch
-    if ttl > 0 then
-      redis.call('PEXPIRE', hash .. '-failed', ttl)
-      redis.call('PEXPIRE', hash .. '-died', ttl)
-    end
+  local ttl = redis.call('PTTL', hash)  -- sets made here live as long as the batch
+  if ttl > 0 then
+    redis.call('PEXPIRE', hash .. '-failed', ttl)
+    redis.call('PEXPIRE', hash .. '-died', ttl)
   end
-  local now = batch_time()
-  if outcome == 'dead' then batch_fire(hash, 'death', now) end
-  batch_check(hash, now)
+  if outcome == 'dead' then batch_fire(hash, 'death') end
+  batch_check(hash)
 end
 
 -- A job's ties (djwork/job_locks.py, "\n"-separated): a lock key is deleted if `jid` still owns it,
