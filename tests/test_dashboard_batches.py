@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -27,7 +28,7 @@ def made(raw_redis) -> dict[str, djwork.Batch]:
             batch_jobs.member.delay(index)
     jobs = [json.loads(raw) for raw in raw_redis.lrange(keys.queue("default"), 0, -1)]
     for job, target in zip(jobs[:2], ("retry", "dead"), strict=True):
-        dead.file_failure("t:inprogress", json.dumps(job), target, job, 0.0, job["jid"],
+        dead.file_failure("t:inprogress", json.dumps(job), target, job, time.time(), job["jid"],
                           locks=job_locks.encode(job_locks.locks_of(job))).evaluate(raw_redis)
     done = djwork.Batch(description="<script>alert(1)</script>", on_success=batch_jobs.on_event)
     with done.jobs():
