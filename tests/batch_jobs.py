@@ -8,6 +8,8 @@ themselves under ``t:batch:callbacks`` (per event) and append the event to
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import djwork
@@ -21,9 +23,11 @@ STATUSES = "t:batch:statuses"
 
 
 @djwork.job(bind=True, max_retries=200)
-def member(self, key, fail_once=False, hold=0.0, after_complete=False):
+def member(self, key, fail_once=False, hold=0.0, after_complete=False, kill_after=False):
     """Counts its start and its success; ``fail_once`` fails its first run; ``after_complete`` then keeps
-    failing (a retry every 0.2 s) until the batch's complete callback has run, so success comes strictly later."""
+    failing (a retry every 0.2 s) until the batch's complete callback has run, so success comes strictly later.
+    ``kill_after``: the first such run in the test SIGKILLs its worker once its work is done, before it returns
+    (so before its ack): orphan recovery runs it, and the jobs beside it, a second time."""
     conn().hincrby(STARTS, str(key), 1)
     if hold:
         time.sleep(hold)
@@ -32,6 +36,8 @@ def member(self, key, fail_once=False, hold=0.0, after_complete=False):
     if after_complete and not conn().hget(CALLBACKS, "complete"):
         raise self.retry(countdown=0.2)
     conn().hincrby(RUNS, str(key), 1)
+    if kill_after and conn().set("t:batch:killed", 1, nx=True):
+        os.kill(os.getpid(), signal.SIGKILL)
     return key * 2 if isinstance(key, int) else key
 
 
