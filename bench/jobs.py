@@ -59,3 +59,9 @@ def drain_unlimited():
 @djwork.job(queue="bench", limits=[NEVER_REFUSES])
 def drain_window():
     _drain_body()
+
+
+@djwork.job(queue="bench")
+def batch_done(status):
+    """bench/batch.py's success callback: the drain of a batch ends when it has run."""
+    counter.client().set("bench:batch-done", status["total"])

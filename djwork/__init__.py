@@ -1,5 +1,6 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
+from djwork.batches import Batch, BatchError
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
@@ -18,6 +19,8 @@ def mark_deploy(label: str | None = None) -> bool:
 
 __all__ = [
     "ArgumentError",
+    "Batch",
+    "BatchError",
     "BoundJob",
     "EnqueueError",
     "Job",

@@ -26,6 +26,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from djwork import keys, scripts
 from djwork import redis as redis_layer
+from djwork.batches import collect as batch_collect
 from djwork.conf import Config, get_config
 from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 from djwork.middleware import resolve_all, run_client_chain
@@ -138,6 +139,9 @@ def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushe
     config = get_config()
     queue = payload.get("queue") or "default"
     chain = client_chain(config)
+    batch = batch_collect.current()  # inside `with batch.jobs():` the batch writes it (djwork/batches)
+    if batch is not None:
+        batch.stamp(payload)
     if chain:
         payload = run_client_chain(chain, payload, queue)
         if payload is None:
@@ -150,6 +154,8 @@ def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushe
         payload.pop("enqueued_at", None)
     else:
         payload["enqueued_at"] = now
+    if batch is not None:
+        return Pushed(batch.take(payload, queue, later))
     lock = lock_of(payload)
     if lock is not None:
         script = _unique_command(payload, lock, queue, later, now)
@@ -216,6 +222,7 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     """``push_bulk``, saying which unique jobs were refused as duplicates (they ride in the same round trip)."""
     config = get_config()
     chain = client_chain(config)
+    batch = batch_collect.current()
     now = time.time()
     by_queue: dict[str, list[str]] = {}
     scheduled: dict[str, float] = {}
@@ -224,6 +231,8 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     outcomes: list[Pushed | int] = []  # an int is the index of the job's unique_push command
     for payload in payloads:
         queue = payload.get("queue") or "default"
+        if batch is not None:
+            batch.stamp(payload)
         if chain:
             payload = run_client_chain(chain, payload, queue)
             if payload is None:
@@ -236,6 +245,9 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
             payload.pop("enqueued_at", None)
         else:
             payload["enqueued_at"] = now
+        if batch is not None:
+            outcomes.append(Pushed(batch.take(payload, queue, later)))
+            continue
         lock = lock_of(payload)
         if lock is not None:
             outcomes.append(len(unique_commands))

@@ -69,7 +69,8 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     ``from_in_progress=False`` (basic fetch, where the job already left its
     queue) nothing is removed. ``jid`` clears the job's orphan count. ``locks``
     (djwork/job_locks.py, encoded) are released when the filing ends the job
-    (dead or drop) and the jid still owns them; a retry keeps them.
+    (dead or drop) and the jid still owns them; a retry keeps them (fail.lua
+    decides). A batch line among them is told "retry" or "dead" (docs/batches.md).
     """
     now = time.time() if now is None else now
     stored = "" if target == "drop" else (payload if isinstance(payload, str) else dumps(payload))
@@ -77,7 +78,7 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     return ScriptCall("fail", [source_key, keys.RETRY if target == "retry" else keys.DEAD, keys.DEAD,
                                keys.ORPHAN_COUNTS],
                       [raw, stored, repr(float(score)), *trim, "1" if from_in_progress else "0", jid,
-                       locks if target != "retry" else ""])
+                       locks])
 
 
 def move_to_dead(source_key: str, source_type: Literal["zset", "list"], member: str | bytes,

@@ -12,6 +12,7 @@ a lock lives exactly as long as its job (or its TTL, whichever ends first).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from djwork import keys, scripts
@@ -21,15 +22,29 @@ FIELD = "djwork_locks"
 # and must not be able to make a worker delete arbitrary keys (the owner check is the second guard).
 PREFIXES = (keys.UNIQUE_PREFIX, keys.PERIODIC_LOCK_PREFIX)
 SEPARATOR = "\n"  # between keys in a script argument; no lock key contains one
+BID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")  # a payload's bid: nothing that could name another key
 
 
 def locks_of(payload: dict[str, Any]) -> list[str]:
-    """The lock keys a payload says it owns (only well-formed, allowed ones)."""
+    """The job's ties: the lock keys it says it owns (well-formed, allowed ones), then its batch's ``b-<bid>``.
+
+    A batch membership ends with the job exactly as a lock does, so it travels the same way (the
+    ack, fail.lua, move_entry.lua, settle_late.lua, remove_entry.lua); lua/batch_lib.lua tells
+    the batch the outcome instead of deleting the key (docs/batches.md).
+    """
     value = payload.get(FIELD)
-    if not isinstance(value, list):
-        return []
-    return [key for key in value
-            if isinstance(key, str) and key.startswith(PREFIXES) and SEPARATOR not in key and len(key) < 512]
+    found = [key for key in value
+             if isinstance(key, str) and key.startswith(PREFIXES) and SEPARATOR not in key and len(key) < 512
+             ] if isinstance(value, list) else []
+    bid = payload.get("bid")
+    if isinstance(bid, str) and BID.match(bid):
+        found.append(keys.batch(bid))
+    return found
+
+
+def is_batch(tie: str) -> bool:
+    """Whether a tie is a batch membership (``b-<bid>``), not a lock."""
+    return tie.startswith(keys.BATCH_PREFIX)
 
 
 def encode(locks: list[str]) -> str:
@@ -38,7 +53,11 @@ def encode(locks: list[str]) -> str:
 
 
 def release(conn: Any, locks: list[str], jid: str) -> int:
-    """Compare-and-delete ``locks`` owned by ``jid`` now, in one step; the number released."""
+    """Compare-and-delete ``locks`` owned by ``jid`` now, in one step; the number released.
+
+    Batch ties are left out: releasing a job's locks early (``unique_until="start"``) does not end it.
+    """
+    locks = [key for key in locks if not is_batch(key)]
     if not locks or not jid:
         return 0
     return int(scripts.evaluate(conn, "release_locks", [], [jid, encode(locks)]))

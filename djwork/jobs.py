@@ -79,6 +79,16 @@ class Request:
     def jid(self) -> str | None:
         return self.id
 
+    @property
+    def batch(self) -> Any:
+        """The ``djwork.Batch`` this job belongs to (``with self.request.batch.jobs():`` adds to it), or None."""
+        bid = self.payload.get("bid")
+        if not isinstance(bid, str) or not bid:
+            return None
+        from djwork.batches import Batch
+
+        return Batch(bid=bid)
+
 
 class BoundJob:
     """The ``self`` a ``bind=True`` job receives: the job plus this run's request."""

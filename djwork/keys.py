@@ -250,3 +250,40 @@ def queue_metrics_minute(now: dt.datetime) -> str:
 def queue_metrics_ten_minutes(now: dt.datetime) -> str:
     """HASH ``djwork:qm|YYMMDD|H:M``: the same sums over ten minutes."""
     return queue_metrics_minute(now)[:-1]
+# --- batches (docs/batches.md) ------------------------------------------------------
+# Sidekiq Pro's names: ``b-<bid>`` and its ``-jids`` set; the other suffixes are djwork's. lua/batch_lib.lua
+# appends the same suffixes to the ``b-<bid>`` it is handed (a job's payload names only its bid).
+BATCH_PREFIX = "b-"
+BATCHES = "batches"  # ZSET bid -> created_at epoch seconds: the listing, newest first; pruned when read
+BATCH_SUFFIXES = ("-jids", "-failed", "-died", "-order", "-results")
+
+
+def batch(bid: str) -> str:
+    """HASH ``b-<bid>``: description, created_at, total, cbq, cb-<event> heads, <event>_at claims, invalidated."""
+    return f"{BATCH_PREFIX}{bid}"
+
+
+def batch_jids(bid: str) -> str:
+    """SET ``b-<bid>-jids``: jids not yet succeeded and not dead (the pending ones)."""
+    return f"{BATCH_PREFIX}{bid}-jids"
+
+
+def batch_failed(bid: str) -> str:
+    """SET ``b-<bid>-failed``: pending jids that have failed at least once (waiting for a retry)."""
+    return f"{BATCH_PREFIX}{bid}-failed"
+
+
+def batch_died(bid: str) -> str:
+    """SET ``b-<bid>-died``: jids that died (dead set, dropped, deleted) and have not succeeded since."""
+    return f"{BATCH_PREFIX}{bid}-died"
+
+
+def batch_order(bid: str) -> str:
+    """LIST ``b-<bid>-order``: jids in the order they were added (only when the batch keeps results)."""
+    return f"{BATCH_PREFIX}{bid}-order"
+
+
+def batch_results(bid: str) -> str:
+    """HASH ``b-<bid>-results``: jid -> JSON return value (only when the batch keeps results)."""
+    return f"{BATCH_PREFIX}{bid}-results"
+

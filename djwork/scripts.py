@@ -32,6 +32,7 @@ from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_cul
 # A script is named by its file's basename; anything path-like would let a
 # caller-supplied name read some other .lua file on disk.
 SCRIPT_NAME = re.compile(r"\A[A-Za-z0-9_]+\Z")
+INCLUDE = re.compile(r"^--@include ([A-Za-z0-9_]+)$", re.MULTILINE)
 
 
 class UnknownScriptError(LookupError):
@@ -49,7 +50,9 @@ def source(name: str) -> str:
     path = script_directory() / f"{name}.lua"
     if not path.is_file():
         raise UnknownScriptError(f"no Lua script named {name!r} in {script_directory()}")
-    return path.read_text(encoding="utf-8")
+    # A line `--@include <name>` takes that script's text (a library such as batch_lib.lua): one
+    # source for the batch accounting every job-ending script runs, none of them drifting apart.
+    return INCLUDE.sub(lambda found: source(found.group(1)), path.read_text(encoding="utf-8"))
 
 
 @functools.cache

@@ -3,7 +3,7 @@
 from django.urls import path, re_path, register_converter
 
 from djwork_dashboard import views
-from djwork_dashboard.views import limits, locks, metrics, periodic, prometheus
+from djwork_dashboard.views import batches, limits, locks, metrics, periodic, prometheus
 
 
 class SetKindConverter:
@@ -26,6 +26,8 @@ QUEUE = r"(?P<name>[A-Za-z0-9_:.\-]+)"
 PERIODIC_ENTRY = r"(?P<entry_id>[A-Za-z0-9_.\-]+)"
 # Limiter names as djwork.limiter accepts them (docs/limiters.md); the view 404s one over 200 characters.
 LIMITER = r"(?P<name>[A-Za-z0-9_.:\-]+)"
+# Batch ids as djwork.Batch makes them (docs/batches.md); the view 404s one over 64 characters.
+BID = r"(?P<bid>[A-Za-z0-9_\-]+)"
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -44,6 +46,9 @@ urlpatterns = [
     path("metrics/queues/", metrics.metrics_queues, name="metrics_queues"),
     # Any class name, "/" included (a payload's class is free text); over 200 characters is a 404.
     re_path(r"^metrics/class/(?P<name>.{1,200})/$", metrics.metrics_class, name="metrics_class"),
+    path("batches/", batches.batches, name="batches"),
+    re_path(rf"^batches/{BID}/$", batches.batch, name="batch"),
+    re_path(rf"^batches/{BID}/action$", batches.batch_action, name="batch_action"),
     path("locks/", locks.locks, name="locks"),
     path("locks/action", locks.lock_action, name="lock_action"),
     path("periodic/", periodic.periodic_list, name="periodic"),

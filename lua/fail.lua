@@ -7,9 +7,10 @@
 -- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),
 -- ARGV[3] = score, ARGV[4] = "1" to trim dead, ARGV[5] = dead cutoff score, ARGV[6] = dead max size,
 -- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
--- ARGV[9] = lock keys the job owns, "\n"-separated, to release with this filing ('' = keep them:
--- a retry or a reschedule keeps its locks; dead and drop end the job, djwork/job_locks.py)
+-- ARGV[9] = the job's ties, "\n"-separated (djwork/job_locks.py): lock keys, released when the filing
+-- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (batch_lib)
 -- Returns 1.
+--@include batch_lib
 if ARGV[2] ~= '' then
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
   if ARGV[4] == '1' then
@@ -22,10 +23,7 @@ if ARGV[7] == '1' then
 end
 if ARGV[8] ~= '' then
   redis.call('HDEL', KEYS[4], ARGV[8])
-  for key in string.gmatch(ARGV[9] or '', '[^\n]+') do
-    if redis.pcall('GET', key) == ARGV[8] then
-      redis.call('DEL', key)
-    end
-  end
+  -- A retry keeps the job's locks and counts it as failed in its batch; dead and drop end it.
+  ties_end(ARGV[9] or '', ARGV[8], (ARGV[2] ~= '' and KEYS[2] ~= KEYS[3]) and 'retry' or 'dead')
 end
 return 1

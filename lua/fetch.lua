@@ -25,9 +25,11 @@
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
 -- ARGV[4] = isolated jobs that may be taken, ARGV[4+i] = name_i (i = 1..n, in the order of KEYS),
 -- then a quadruples: queue index i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
--- locks bound to the job's life, released with its ack if it still owns them, djwork/job_locks.py)
+-- locks bound to the job's life, released with its ack if it still owns them, djwork/job_locks.py;
+-- a b-<bid> line among them is the job's batch, which counts it as succeeded, docs/batches.md)
 -- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...}};
 -- an index is negative for a job taken from the isolated list.
+--@include batch_lib
 local limit = tonumber(ARGV[1])
 local reliable = ARGV[2] == 'reliable'
 local ack_count = tonumber(ARGV[3])
@@ -54,13 +56,7 @@ for _ = 1, ack_count do
   end
   if ARGV[position + 2] ~= '' then
     failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
-    if ARGV[position + 3] ~= '' then
-      for key in string.gmatch(ARGV[position + 3], '[^\n]+') do
-        if redis.pcall('GET', key) == ARGV[position + 2] then
-          redis.call('DEL', key)
-        end
-      end
-    end
+    ties_end(ARGV[position + 3], ARGV[position + 2], 'ok')  -- its locks, and its batch (batch_lib)
   end
   position = position + 4
 end

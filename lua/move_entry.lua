@@ -6,8 +6,10 @@
 -- ARGV[3] = member to add to the target, ARGV[4] = score,
 -- ARGV[5] = "1" to trim the target as `dead`, ARGV[6] = cutoff score, ARGV[7] = max size, ARGV[8] = jid or '',
 -- ARGV[9] (optional) = lock keys the job owns, "\n"-separated: released, owner-checked, as the move ends
--- the job (a kill from the dashboard; djwork/job_locks.py). Absent or '' keeps them.
+-- the job (a kill from the dashboard; djwork/job_locks.py). Absent or '' keeps them. A b-<bid> line
+-- is the job's batch, which counts it as dead (lua/batch_lib.lua).
 -- Returns 1 if moved, 0 if the source member was gone.
+--@include batch_lib
 if ARGV[1] == 'zset' then
   if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
 end
@@ -23,10 +25,6 @@ else
 end
 if ARGV[8] ~= '' then
   redis.call('HDEL', KEYS[3], ARGV[8])
-  for key in string.gmatch(ARGV[9] or '', '[^\n]+') do
-    if redis.pcall('GET', key) == ARGV[8] then
-      redis.call('DEL', key)
-    end
-  end
+  ties_end(ARGV[9] or '', ARGV[8], 'dead')  -- its locks, and its batch: buried, it died (batch_lib)
 end
 return 1

@@ -8,6 +8,7 @@
 -- ARGV[1] = "zset" | "list", ARGV[2] = the member exactly as stored, ARGV[3] = jid ('' = none),
 -- ARGV[4] = lock keys the job owns, "\n"-separated ('' = none)
 -- Returns 1 if removed (and its locks released), 0 if the member was gone.
+--@include batch_lib
 local removed
 if ARGV[1] == 'zset' then
   removed = redis.call('ZREM', KEYS[1], ARGV[2])
@@ -17,11 +18,5 @@ end
 if removed == 0 then
   return 0
 end
-if ARGV[3] ~= '' then
-  for key in string.gmatch(ARGV[4], '[^\n]+') do
-    if redis.pcall('GET', key) == ARGV[3] then
-      redis.call('DEL', key)
-    end
-  end
-end
+ties_end(ARGV[4], ARGV[3], 'dead')  -- deleted, it will not run: its batch counts it as dead (batch_lib)
 return 1

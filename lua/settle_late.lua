@@ -9,15 +9,15 @@
 -- KEYS[4] = djwork:finished-late HASH, KEYS[5] = djwork:orphan-counts HASH
 -- ARGV[1] = raw payload, ARGV[2] = jid, ARGV[3] = mark TTL seconds,
 -- ARGV[4] = the job's lock keys ("\n"-separated, djwork/job_locks.py): released with "removed" or "acked",
--- as the ack would have; a marked copy keeps them until it is dropped
+-- as the ack would have; a marked copy keeps them until it is dropped. A b-<bid> line (the job's
+-- batch) counts the job as succeeded in every outcome (lua/batch_lib.lua).
 -- Returns "removed", "acked", "marked" or (a job without a jid) a sentence saying so.
+--@include batch_lib
 local payload, jid = ARGV[1], ARGV[2]
 local function retire()
   if jid ~= '' then
     redis.call('HDEL', KEYS[5], jid)
-    for key in string.gmatch(ARGV[4] or '', '[^\n]+') do
-      if redis.pcall('GET', key) == jid then redis.call('DEL', key) end
-    end
+    ties_end(ARGV[4] or '', jid, 'ok')
   end
 end
 if redis.call('LREM', KEYS[1], -1, payload) > 0 or redis.call('LREM', KEYS[2], -1, payload) > 0 then
@@ -30,6 +30,10 @@ if KEYS[3] ~= '' and redis.call('LREM', KEYS[3], -1, payload) > 0 then
 end
 if jid == '' then
   return 'no jid to mark: its copy may run again'
+end
+-- It did succeed: its batch counts it now (membership: the copy's own end then counts nothing).
+for key in string.gmatch(ARGV[4] or '', '[^\n]+') do
+  if string.sub(key, 1, 2) == 'b-' then ties_end(key, jid, 'ok') end
 end
 redis.call('HSET', KEYS[4], jid, redis.call('TIME')[1])
 redis.call('EXPIRE', KEYS[4], tonumber(ARGV[3]))

@@ -57,3 +57,9 @@ from djwork.api.metrics import ClassMetrics, Mark, Metrics, MetricsResult, mark_
 from djwork.api.metrics_queues import QueuePoint, QueueSeries  # noqa: E402
 
 __all__ += ["ClassMetrics", "Mark", "Metrics", "MetricsResult", "QueuePoint", "QueueSeries", "mark_deploy"]
+# Batches (docs/batches.md).
+from djwork.api.batches import Batch, Batches  # noqa: E402
+from djwork.batches.status import EVENTS as BATCH_EVENTS  # noqa: E402
+from djwork.batches.status import BatchStatus  # noqa: E402
+
+__all__ += ["BATCH_EVENTS", "Batch", "BatchStatus", "Batches"]

@@ -49,7 +49,7 @@ def clear_releasing_locks(key: str, queue_name: str = "") -> int:
 def _release(batch: list[bytes]) -> None:
     owned: list[tuple[str, list[str]]] = []
     for raw in batch:
-        if b"djwork_locks" not in raw:  # most jobs own none: skip the parse
+        if b"djwork_locks" not in raw and b'"bid"' not in raw:  # most jobs own none: skip the parse
             continue
         try:
             payload = orjson.loads(raw)

@@ -16,7 +16,7 @@ from djwork import keys
 from djwork.api import access
 from djwork.api.records import text, to_datetime, to_float
 
-STATUSES = ("ok", "retry", "dead", "failed", "expired", "rescheduled")
+STATUSES = ("ok", "retry", "dead", "failed", "expired", "rescheduled", "invalidated")
 SCAN_LIMIT = 5000  # entries examined per page when filtering, so a rare filter can't scan the whole stream
 BATCH = 500
 

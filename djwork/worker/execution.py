@@ -22,6 +22,7 @@ from django.db.backends.signals import connection_created
 
 from djwork import dead, job_locks, keys
 from djwork import redis as redis_layer
+from djwork.batches import runtime as batch_runtime
 from djwork.cron.locks import retake
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.key_guard import quarantine_culprits
@@ -125,7 +126,7 @@ class Executor:
             if payload.get("unique_until") == "start":
                 try:
                     redis_layer.run(lambda conn: job_locks.release(conn, locks, jid), idempotent=True)
-                    unit.locks = ""
+                    unit.locks = job_locks.encode([tie for tie in locks if job_locks.is_batch(tie)])
                 except Exception as error:  # kept for the ack to release: later, never lost
                     logger.warning("djwork: releasing the locks of job %s at its start failed: %s", jid, error)
         expires_at = payload.get("expires_at")
@@ -135,6 +136,10 @@ class Executor:
             unit.acknowledge(jid)
             unit.expired = 1
             self.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
+            return
+        if "bid" in payload and batch_runtime.invalidated(payload):  # its batch was stopped (docs/batches.md)
+            unit.acknowledge(jid)
+            self.history.record(jid, class_name, unit.queue, "invalidated", time.time(), 0.0)
             return
         target = self.resolve(class_name)
         if target is None:
@@ -161,8 +166,10 @@ class Executor:
                         extra={"jid": jid, "job_class": class_name, "queue": unit.queue, "event": "start"})
         clock = time.perf_counter()
         error: BaseException | None = None
+        running = None
         try:
             close_stale_connections()
+            running = batch_runtime.enter(payload)  # a batch this job opens is a child of its own
             result = self._invoke(payload, target, unit.queue, jid)
         except BaseException as caught:
             # SystemExit/KeyboardInterrupt too: on a processor thread only the job
@@ -176,9 +183,13 @@ class Executor:
             except Exception:
                 logger.exception("djwork: close_old_connections failed after a job")
             self.work.end(tid)
+            if running is not None:
+                batch_runtime.leave(running)
         elapsed_ms = (time.perf_counter() - clock) * 1000
         if error is None:
             unit.processed = 1
+            if "bid" in payload:  # before the ack, which may fire the batch's success with every result
+                batch_runtime.keep_result(payload, result)
             unit.acknowledge(jid)
             self.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
             if self.metrics is not None:

@@ -1,0 +1,103 @@
+"""The worker's side of batches: skip the jobs of an invalidated batch, keep results for batches that do.
+
+Both facts live in the batch's hash; they are read once per batch per
+second per process (``FLAGS_TTL``), not once per job: a batch invalidated
+now stops its jobs from starting within that second. A kept result is
+written before the job's ack, so by the time the last ack fires ``success``
+every result is in place (lua/batch_lib.lua splices them into the callback).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextvars import ContextVar, Token
+from typing import Any, NamedTuple
+
+from djwork import keys
+from djwork import redis as redis_layer
+from djwork.payload import dumps, is_json_native
+
+logger = logging.getLogger("djwork")
+
+PENDING_TTL = 30 * 24 * 3600  # as the batch's other keys (batch.py)
+FLAGS_TTL = 1.0  # seconds a batch's flags are trusted in this process
+MAX_CACHED = 4096
+
+
+class Flags(NamedTuple):
+    invalidated: bool
+    keeps_results: bool
+
+
+_cache: dict[str, tuple[float, Flags]] = {}
+_lock = threading.Lock()
+# The bid of the batch job this thread runs: a batch made inside it is its batch's child (batch.py).
+_running: ContextVar[str | None] = ContextVar("djwork_running_batch", default=None)
+
+
+def enter(payload: dict[str, Any]) -> Token[str | None]:
+    """Before a job runs: remember its batch, so batches it opens become children of it."""
+    return _running.set(bid_of(payload))
+
+
+def leave(token: Token[str | None]) -> None:
+    _running.reset(token)
+
+
+def running_bid() -> str | None:
+    """The batch of the job running in this thread or task, if it is in one."""
+    return _running.get()
+
+
+def bid_of(payload: dict[str, Any]) -> str | None:
+    bid = payload.get("bid")
+    return bid if isinstance(bid, str) and bid else None
+
+
+def flags(bid: str) -> Flags:
+    now = time.monotonic()
+    cached = _cache.get(bid)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    invalidated, keeps = redis_layer.run(
+        lambda conn: conn.hmget(keys.batch(bid), "invalidated", "keep_results"), idempotent=True)
+    found = Flags(invalidated is not None, keeps is not None)
+    with _lock:
+        if len(_cache) >= MAX_CACHED:
+            _cache.clear()
+        _cache[bid] = (now + FLAGS_TTL, found)
+    return found
+
+
+def invalidated(payload: dict[str, Any]) -> bool:
+    """Whether this job's batch was invalidated (then the job is acked unrun). False when unknown."""
+    bid = bid_of(payload)
+    if bid is None:
+        return False
+    try:
+        return flags(bid).invalidated
+    except Exception as error:  # Redis away: run the job (at-least-once) rather than drop it
+        logger.warning("djwork: could not read batch %s: %s", bid, error)
+        return False
+
+
+def keep_result(payload: dict[str, Any], result: Any) -> None:
+    """Store a batch member's return value, before its ack, when its batch keeps results."""
+    bid = bid_of(payload)
+    if bid is None:
+        return
+    try:
+        if not flags(bid).keeps_results:
+            return
+        value = dumps({"r": result if is_json_native(result) else None})[5:-1]
+        def write(conn: Any) -> None:
+            pipe = conn.pipeline(transaction=False)
+            pipe.hset(keys.batch_results(bid), payload.get("jid", ""), value)
+            pipe.expire(keys.batch_results(bid), PENDING_TTL)
+            pipe.execute()
+
+        redis_layer.run(write, idempotent=True)
+    except Exception:
+        logger.exception("djwork: keeping the result of job %s for batch %s failed", payload.get("jid"), bid)

@@ -1,0 +1,146 @@
+-- batch_lib: what a job's end does to its batch (docs/batches.md). A library, not a script of its own:
+-- djwork/scripts.py puts this text where a script has the line `--@include batch_lib`, so the
+-- batch's accounting runs in the same Lua step as the ack, retry or burial that ends the job.
+-- (Loaded alone, as load_all does, it only defines functions.) KEYS and ARGV: none of its own; its
+-- functions take the b-<bid> key and the jid from their caller. Returns nothing.
+--
+-- Accounting is by set membership, never by a counter: SREM of a jid answers 1 once, so a job
+-- run twice (orphan recovery after kill -9, a late finish) cannot count twice or drive pending
+-- below 0, and a retried job cannot be counted as finished before it succeeds.
+--   b-<bid>          HASH  total description created_at cbq cb-<event> <event>_at invalidated keep_results
+--                          parent kids
+--   b-<bid>-jids     SET   pending: not succeeded, not dead (jids, and b-<bid> of child batches)
+--   b-<bid>-failed   SET   pending jids that failed at least once (each waits for a retry)
+--   b-<bid>-died     SET   jids that died (dead set, dropped, deleted) and have not succeeded since
+--   b-<bid>-order    LIST, b-<bid>-results HASH: member results in order (batches that keep them)
+-- Events, each claimed once by HSETNX <event>_at (so its callback is pushed exactly once):
+--   death (the first job died), complete (every job ran: pending == failed), success (nothing
+--   pending, nothing dead), settled (nothing pending: each job succeeded or died).
+-- The claim pushes the callback: the cb-<event> head the client stored (a job payload without
+-- its closing brace) closed here with args = [status] and its timestamps, LPUSHed on queue:<cbq>.
+local BATCH_LINGER = 86400  -- seconds the keys stay after success (status stays readable)
+local BATCH_SUFFIXES = {'', '-jids', '-failed', '-died', '-order', '-results'}
+
+local function batch_time()
+  local t = redis.call('TIME')
+  return string.format('%d.%06d', t[1], t[2])
+end
+
+local function batch_status_json(hash, event, now)
+  local text = cjson.encode({
+    bid = string.sub(hash, 3), event = event, at = tonumber(now),
+    total = tonumber(redis.call('HGET', hash, 'total') or '0'),
+    pending = redis.call('SCARD', hash .. '-jids'), failures = redis.call('SCARD', hash .. '-failed'),
+    dead = redis.call('SCARD', hash .. '-died'), description = redis.call('HGET', hash, 'description') or ''})
+  if event == 'success' and redis.call('HEXISTS', hash, 'keep_results') == 1 then
+    -- The chord's extension point: members' results, in the order they were added, ride in the
+    -- callback's own payload (no result backend to poll). Raw JSON, spliced, never re-encoded.
+    local jids = redis.call('LRANGE', hash .. '-order', 0, -1)
+    local values = {}
+    for i = 1, #jids, 500 do
+      local chunk = redis.call('HMGET', hash .. '-results', unpack(jids, i, math.min(i + 499, #jids)))
+      for _, value in ipairs(chunk) do values[#values + 1] = value or 'null' end
+    end
+    text = string.sub(text, 1, -2) .. ',"results":[' .. table.concat(values, ',') .. ']}'
+  end
+  return text
+end
+
+local function batch_fire(hash, event)
+  local now = batch_time()  -- read only here: most job ends fire nothing
+  if redis.call('HSETNX', hash, event .. '_at', now) == 0 then return end
+  if redis.call('HEXISTS', hash, 'invalidated') == 1 then return end
+  local head = redis.call('HGET', hash, 'cb-' .. event)
+  if not head then return end
+  local queue = redis.call('HGET', hash, 'cbq') or 'default'
+  local payload = head .. ',"args":[' .. batch_status_json(hash, event, now) .. '],"created_at":' .. now ..
+    ',"enqueued_at":' .. now .. '}'
+  local pushed = redis.pcall('LPUSH', 'queue:' .. queue, payload)
+  if type(pushed) == 'table' and pushed['err'] then
+    -- Kept where the status shows it: the claim stands (a second push could run it twice).
+    redis.call('HSET', hash, event .. '_error', pushed['err'])
+    return
+  end
+  redis.pcall('SADD', 'queues', queue)
+end
+
+local batch_end  -- defined below: a child batch's state ends its membership in its parent
+
+-- `failing` may be passed when the caller knows it (the ack's path: one SCARD fewer per job).
+local function batch_check(hash, failing)
+  local pending = redis.call('SCARD', hash .. '-jids')
+  failing = failing or redis.call('SCARD', hash .. '-failed')
+  local outcome = nil  -- what this batch is, as a member of its parent: ok, retry (ran, not done) or dead
+  if pending == failing then
+    batch_fire(hash, 'complete')
+    outcome = 'retry'
+  end
+  if pending == 0 then
+    outcome = 'dead'
+    if redis.call('SCARD', hash .. '-died') == 0 then
+      outcome = 'ok'
+      batch_fire(hash, 'success')
+      for _, suffix in ipairs(BATCH_SUFFIXES) do redis.call('EXPIRE', hash .. suffix, BATCH_LINGER) end
+    end
+    batch_fire(hash, 'settled')
+  end
+  if outcome then
+    local parent = redis.call('HGET', hash, 'parent')
+    if parent then
+      -- The child is the member `b-<bid>` of its parent's sets: membership again, so telling the
+      -- parent twice (every check of a settled child does) counts once.
+      batch_end('b-' .. parent, hash, outcome)
+    end
+  end
+end
+
+-- outcome: 'ok' (succeeded, or dropped as expired), 'retry' (failed, will run again), 'dead'
+-- (buried in dead, dropped after failing, or deleted: it will not run again). `jid` is a job's
+-- jid, or a child batch's b-<bid>.
+batch_end = function(hash, jid, outcome)
+  if outcome == 'ok' then
+    -- The path every successful job takes: three commands while nothing fires. SREM on a batch
+    -- whose keys expired removes nothing, so no EXISTS is needed here.
+    if redis.call('SREM', hash .. '-jids', jid) == 1 then
+      local failing = redis.call('SCARD', hash .. '-failed')
+      if failing > 0 then failing = failing - redis.call('SREM', hash .. '-failed', jid) end
+      batch_check(hash, failing)
+    elseif redis.call('SREM', hash .. '-died', jid) == 1 then
+      batch_check(hash)  -- a dead job retried by hand has succeeded
+    end
+    return
+  end
+  if redis.call('EXISTS', hash) == 0 then return end  -- expired or never made: create nothing
+  if outcome == 'retry' then
+    if redis.call('SISMEMBER', hash .. '-jids', jid) == 0 or redis.call('SADD', hash .. '-failed', jid) == 0 then
+      return
+    end
+  elseif redis.call('SREM', hash .. '-jids', jid) == 1 then
+    redis.call('SREM', hash .. '-failed', jid)
+    redis.call('SADD', hash .. '-died', jid)
+  else
+    return
+  end
+  local ttl = redis.call('PTTL', hash)  -- sets made here live as long as the batch
+  if ttl > 0 then
+    redis.call('PEXPIRE', hash .. '-failed', ttl)
+    redis.call('PEXPIRE', hash .. '-died', ttl)
+  end
+  if outcome == 'dead' then batch_fire(hash, 'death') end
+  batch_check(hash)
+end
+
+-- A job's ties (djwork/job_locks.py, "\n"-separated): a lock key is deleted if `jid` still owns it,
+-- except on 'retry' (the job lives on); a b-<bid> line is its batch, told the outcome. A batch
+-- whose keys are broken logs and is skipped: it must not fail the ack of the jobs beside it.
+local function ties_end(list, jid, outcome)
+  if jid == '' or not list or list == '' then return end
+  for key in string.gmatch(list, '[^\n]+') do
+    if string.sub(key, 1, 2) == 'b-' then
+      local ok, err = pcall(batch_end, key, jid, outcome)
+      if not ok then redis.log(redis.LOG_WARNING, 'djwork: batch ' .. key .. ' not counted: ' .. tostring(err)) end
+    elseif outcome ~= 'retry' and redis.pcall('GET', key) == jid then
+      redis.call('DEL', key)
+    end
+  end
+end
