@@ -57,3 +57,16 @@ def dies(x):
 def errback(status, tag):
     conn().rpush(ERRORS, json.dumps({"tag": tag, "event": status["event"], "bid": status["bid"],
                                      "dead": status["dead"]}))
+
+
+@djwork.job
+def kills_once(x, flag):
+    """The first run kills its own worker process at the very end, before the worker stores its result
+    and acks it (as a kill -9 between a job's finish and its ack); the run after recovery returns."""
+    _note(f"kills_once {x}")
+    if conn().set(f"t:canvas:killed:{flag}", 1, nx=True):
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGKILL)
+    return x + 1

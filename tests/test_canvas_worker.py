@@ -7,6 +7,7 @@ seen there, not only in what ``.get()`` returns.
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 
@@ -73,3 +74,20 @@ def test_chord_chain_group_maps_and_links(workers, raw_redis):  # noqa: F811
     assert seen.count("linked 5") == 1 and not any(call.startswith("never") for call in seen)
     # A chain stops at the step that died.
     assert seen.count("dies 8") == 1 and not any(call.startswith("after-death") for call in seen)
+
+
+def test_a_kill_between_a_steps_end_and_its_ack_still_pushes_the_next_step_once(workers, raw_redis):  # noqa: F811
+    chained = djwork.chain(cj.kills_once.s(1, "chain"), cj.add.s(10)).delay()
+    victim = workers.start("-c", "2", overrides={"LOG_JOBS": False}, label="victim")
+    assert victim.wait_exit(30) == -signal.SIGKILL
+    assert calls(raw_redis) == ["kills_once 1"]
+    rescuer = workers.start("-c", "2", overrides={"LOG_JOBS": False}, label="rescuer")
+    assert chained.get(timeout=30) == 12
+    # A header member kills the rescuer in turn (only once the chain is done: nothing else runs then).
+    chorded = djwork.chord([cj.add.s(3000, 1), cj.kills_once.s(5, "chord")])(cj.tsum.s())
+    assert rescuer.wait_exit(30) == -signal.SIGKILL
+    workers.start("-c", "2", overrides={"LOG_JOBS": False}, label="second-rescuer")
+    assert chorded.get(timeout=30) == 3007
+    seen = calls(raw_redis)
+    assert seen.count("kills_once 1") == 2 and seen.count("kills_once 5") == 2  # each ran again
+    assert seen.count("add 2 10") == 1 and seen.count("tsum 2") == 1  # and what followed ran once
