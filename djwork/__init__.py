@@ -1,6 +1,7 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
 from djwork.batches import Batch, BatchError
+from djwork.canvas import CanvasError, ChordError, Signature, chain, chord, chunks, group, signature
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
@@ -22,15 +23,23 @@ __all__ = [
     "Batch",
     "BatchError",
     "BoundJob",
+    "CanvasError",
+    "ChordError",
     "EnqueueError",
     "Job",
     "JobRef",
     "MaxRetriesExceededError",
     "Retry",
+    "Signature",
     "UnknownJobClass",
     "WrongTypeKey",
+    "chain",
+    "chord",
+    "chunks",
+    "group",
     "job",
     "mark_deploy",
     "periodic",
     "shared_task",
+    "signature",
 ]

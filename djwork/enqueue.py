@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 
 from djwork import client, options
+from djwork.canvas.verbs import CanvasVerbs
 from djwork.payload import ArgumentError
 
 # Sidekiq: an interval this large is an absolute epoch, not a delay.
@@ -62,8 +63,8 @@ def _split_call(item: Any) -> tuple[list[Any], dict[str, Any]]:
     raise ArgumentError(f"delay_many items must be tuples of arguments or dicts, got {type(item).__name__}")
 
 
-class Enqueueing:
-    """The enqueue verbs; a subclass supplies ``name`` and ``build_payload``."""
+class Enqueueing(CanvasVerbs):
+    """The enqueue verbs (the canvas's ``s``/``si``/``map``... too); a subclass supplies ``name``, ``build_payload``."""
 
     name: str  # the job's registered name: the payload's ``class``
 
@@ -93,7 +94,11 @@ class Enqueueing:
                     **options: Any) -> JobRef:
         """Celery's ``apply_async``: ``countdown``, ``eta``, ``expires``, ``queue``, ``retry``, ``jid``,
         the Sidekiq options (``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``retry_for``) and
-        ``unique_for``/``unique_until`` (docs/unique.md)."""
+        ``unique_for``/``unique_until`` (docs/unique.md); ``link``/``link_error`` (docs/canvas.md)."""
+        if options.get("link") is not None or options.get("link_error") is not None:
+            return self.signature(args, kwargs, **options).apply_async()  # a one-job batch (djwork/canvas)
+        options.pop("link", None)
+        options.pop("link_error", None)
         payload, at = self.build_payload(args, kwargs, **options)
         return JobRef(*client.push_reporting(payload, at=at))
 
@@ -137,6 +142,9 @@ class JobOptions(Enqueueing):
 
     def set(self, **options: Any) -> JobOptions:
         return JobOptions(self.job, {**self.options, **options})
+
+    def signature_options(self) -> dict[str, Any]:
+        return dict(self.options)  # job.set(queue="low").s(...) keeps the preset
 
     def build_payload(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                       **options: Any) -> tuple[dict[str, Any], float | None]:

@@ -196,13 +196,13 @@ class Job(Enqueueing):
         }
         _check_payload_options(self.options, self.name)
         self.is_async = inspect.iscoroutinefunction(func)
-        self.signature = inspect.signature(func)
-        parameters = list(self.signature.parameters.values())
+        signature = inspect.signature(func)  # a local: job.signature() is the canvas verb (djwork/canvas)
+        parameters = list(signature.parameters.values())
         if bind:
             if not parameters:
                 raise TypeError(f"{self.name}: bind=True needs a first parameter (self)")
             parameters = parameters[1:]
-        self.call_signature = self.signature.replace(parameters=parameters)
+        self.call_signature = signature.replace(parameters=parameters)
         self.positional_names = [
             p.name for p in parameters
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)

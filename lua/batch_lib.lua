@@ -26,6 +26,18 @@ local function batch_time()
   return string.format('%d.%06d', t[1], t[2])
 end
 
+-- Members' results, in the order they were added (batches that keep them): raw JSON, spliced,
+-- never re-encoded; the chord's extension point (no result backend to poll).
+local function batch_results_json(hash)
+  local jids = redis.call('LRANGE', hash .. '-order', 0, -1)
+  local values = {}
+  for i = 1, #jids, 500 do
+    local chunk = redis.call('HMGET', hash .. '-results', unpack(jids, i, math.min(i + 499, #jids)))
+    for _, value in ipairs(chunk) do values[#values + 1] = value or 'null' end
+  end
+  return '[' .. table.concat(values, ',') .. ']'
+end
+
 local function batch_status_json(hash, event, now)
   local text = cjson.encode({
     bid = string.sub(hash, 3), event = event, at = tonumber(now),
@@ -33,17 +45,30 @@ local function batch_status_json(hash, event, now)
     pending = redis.call('SCARD', hash .. '-jids'), failures = redis.call('SCARD', hash .. '-failed'),
     dead = redis.call('SCARD', hash .. '-died'), description = redis.call('HGET', hash, 'description') or ''})
   if event == 'success' and redis.call('HEXISTS', hash, 'keep_results') == 1 then
-    -- The chord's extension point: members' results, in the order they were added, ride in the
-    -- callback's own payload (no result backend to poll). Raw JSON, spliced, never re-encoded.
-    local jids = redis.call('LRANGE', hash .. '-order', 0, -1)
-    local values = {}
-    for i = 1, #jids, 500 do
-      local chunk = redis.call('HMGET', hash .. '-results', unpack(jids, i, math.min(i + 499, #jids)))
-      for _, value in ipairs(chunk) do values[#values + 1] = value or 'null' end
-    end
-    text = string.sub(text, 1, -2) .. ',"results":[' .. table.concat(values, ',') .. ']}'
+    text = string.sub(text, 1, -2) .. ',"results":' .. batch_results_json(hash) .. '}'
   end
   return text
+end
+
+-- The canvas's hook (djwork/canvas, docs/canvas.md): a field cx-<event> = "<shape>\t<queue>\t<delay>\t<args>"
+-- makes the callback a Celery signature: args = <args> (a JSON array) after the results (shape
+-- `one`: the only member's result, a chain's step; `all`: every result in order, a chord's body),
+-- after the status (`status`: an errback), or alone (`none`: an immutable signature); pushed to
+-- <queue>, or scheduled <delay> seconds later. Returns the args text, queue and delay.
+local function batch_canvas_args(hash, spec, status)
+  local shape, queue, delay, rest = string.match(spec, '^(%a+)\t([^\t]+)\t([^\t]+)\t(.*)$')
+  if not shape then return '[' .. status .. ']', nil, 0 end
+  local first = status
+  if shape == 'none' then return rest, queue, tonumber(delay) end
+  if shape == 'all' or shape == 'one' then
+    first = batch_results_json(hash)
+    if shape == 'one' then  -- a one-member batch: '[x]' -> 'x'
+      first = string.sub(first, 2, -2)
+      if first == '' then first = 'null' end
+    end
+  end
+  if rest == '[]' then return '[' .. first .. ']', queue, tonumber(delay) end
+  return '[' .. first .. ',' .. string.sub(rest, 2), queue, tonumber(delay)
 end
 
 local function batch_fire(hash, event)
@@ -53,9 +78,21 @@ local function batch_fire(hash, event)
   local head = redis.call('HGET', hash, 'cb-' .. event)
   if not head then return end
   local queue = redis.call('HGET', hash, 'cbq') or 'default'
-  local payload = head .. ',"args":[' .. batch_status_json(hash, event, now) .. '],"created_at":' .. now ..
-    ',"enqueued_at":' .. now .. '}'
-  local pushed = redis.pcall('LPUSH', 'queue:' .. queue, payload)
+  local args = '[' .. batch_status_json(hash, event, now) .. ']'
+  local spec, delay = redis.call('HGET', hash, 'cx-' .. event), 0
+  if spec then  -- a canvas signature (batch_canvas_args)
+    local own_queue
+    args, own_queue, delay = batch_canvas_args(hash, spec, string.sub(args, 2, -2))
+    queue = own_queue or queue
+  end
+  local payload = head .. ',"args":' .. args .. ',"created_at":' .. now
+  local pushed
+  if delay and delay > 0 then
+    pushed = redis.pcall('ZADD', 'schedule', string.format('%.6f', tonumber(now) + delay), payload .. '}')
+    if not (type(pushed) == 'table' and pushed['err']) then return end
+  else
+    pushed = redis.pcall('LPUSH', 'queue:' .. queue, payload .. ',"enqueued_at":' .. now .. '}')
+  end
   if type(pushed) == 'table' and pushed['err'] then
     -- Kept where the status shows it: the claim stands (a second push could run it twice).
     redis.call('HSET', hash, event .. '_error', pushed['err'])

@@ -463,7 +463,7 @@ def test_set_with_scheduling_methods(raw_redis):
 
 def test_unknown_options_are_refused_and_nothing_is_written(raw_redis):
     with pytest.raises(TypeError, match="unknown"):
-        jobs.add.apply_async(args=[1], link="tests.jobs.add")
+        jobs.add.apply_async(args=[1], exchange="tests")
     with pytest.raises(TypeError, match="unknown"):
         jobs.add.set(routing_key="x")
     with pytest.raises(TypeError, match="unknown"):

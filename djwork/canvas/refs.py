@@ -1,0 +1,135 @@
+"""What applying a group, chord or chain returns: a ref whose ``.get(timeout=)`` reads the batch's results.
+
+The results are the ones the batches keep for their callbacks (``b-<bid>-results``, with the
+batch's TTL: 24 h after success); there is no other result store. ``.get()`` reads the batch's
+claims (``success_at``, ``death_at``) every 20 to 250 ms until one is there: the waiting client
+reads, the workers never poll (the callbacks are pushed by the step that ends the last job).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from djwork import keys
+from djwork import redis as redis_layer
+from djwork.batches.status import BatchStatus, read_status
+from djwork.canvas.signature import CanvasError, ChordError
+
+FIRST_WAIT = 0.02
+LONGEST_WAIT = 0.25
+
+
+def _claims(bids: list[str]) -> list[tuple[bool, bool, bool]]:
+    """For each batch: (exists, success fired, death fired)."""
+    def read(conn: Any) -> list[Any]:
+        pipe = conn.pipeline(transaction=False)
+        for bid in bids:
+            pipe.hmget(keys.batch(bid), "bid", "success_at", "death_at")
+        return pipe.execute()
+
+    return [(found[0] is not None, found[1] is not None, found[2] is not None)
+            for found in redis_layer.run(read, idempotent=True)]
+
+
+def results_of(bid: str) -> list[Any]:
+    """The batch's kept results, in the order its jobs were added (None for a result not kept)."""
+    def read(conn: Any) -> list[Any]:
+        jids = conn.lrange(keys.batch_order(bid), 0, -1)
+        return conn.hmget(keys.batch_results(bid), jids) if jids else []
+
+    return [orjson.loads(value) if value is not None else None for value in redis_layer.run(read, idempotent=True)]
+
+
+def _died(bid: str) -> list[str]:
+    found = redis_layer.run(lambda conn: conn.srandmember(keys.batch_died(bid), 10), idempotent=True)
+    return sorted(value.decode() if isinstance(value, bytes) else str(value) for value in found)
+
+
+def _wait(bids: list[str], done: str, failing: list[str], timeout: float | None, what: str) -> str | None:
+    """Wait until batch ``done`` fired success (returns None) or one of ``failing`` fired death (returns its bid)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = FIRST_WAIT
+    while True:
+        states = dict(zip(bids, _claims(bids), strict=True))
+        for bid in failing:
+            if states[bid][2]:
+                return bid
+        if states[done][1]:
+            return None
+        gone = [bid for bid in bids if not states[bid][0]]
+        if gone:
+            raise CanvasError(f"{what}: batch {gone[0]} is gone (expired, or never made)")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"{what}: not done within {timeout} s")
+        time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
+        pause = min(LONGEST_WAIT, pause * 1.5)
+
+
+class GroupRef:
+    """A group's batch: ``.get()`` returns every member's result, in order."""
+
+    def __init__(self, bid: str, jids: list[str]) -> None:
+        self.bid = self.id = bid
+        self.jids = jids
+
+    def __repr__(self) -> str:
+        return f"<GroupRef {self.bid} of {len(self.jids)}>"
+
+    def status(self) -> BatchStatus | None:
+        return read_status(self.bid)
+
+    def ready(self) -> bool:
+        exists, success, death = _claims([self.bid])[0]
+        return success or death or not exists
+
+    def get(self, timeout: float | None = None, propagate: bool = True) -> list[Any]:
+        """The results in order, once every member succeeded; a member's death raises CanvasError."""
+        died = _wait([self.bid], self.bid, [self.bid] if propagate else [], timeout, f"group {self.bid}")
+        if died is not None:
+            raise CanvasError(f"group {self.bid}: job(s) {_died(died)} died")
+        return results_of(self.bid)
+
+
+class ChordRef:
+    """A chord: ``.get()`` returns the body's result (it is the one member of the body's batch)."""
+
+    def __init__(self, header_bid: str, body_bid: str, body_jid: str) -> None:
+        self.header = GroupRef(header_bid, [])
+        self.body_bid = body_bid
+        self.id = self.jid = body_jid
+
+    def __repr__(self) -> str:
+        return f"<ChordRef header {self.header.bid} body {self.body_bid}>"
+
+    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
+        """The body's return value; ChordError when a header member died (then the body never runs)."""
+        bids = [self.header.bid, self.body_bid]
+        died = _wait(bids, self.body_bid, bids if propagate else [], timeout, f"chord {self.header.bid}")
+        if died == self.header.bid:
+            raise ChordError(f"chord {self.header.bid}: header job(s) {_died(died)} died; the body did not run")
+        if died is not None:
+            raise CanvasError(f"chord {self.header.bid}: its body {self.id} died")
+        return results_of(self.body_bid)[0]
+
+
+class ChainRef:
+    """A chain: ``.get()`` returns the last step's result (each step is the one member of its batch)."""
+
+    def __init__(self, bids: list[str], jids: list[str]) -> None:
+        self.bids = bids
+        self.jids = jids
+        self.id = self.jid = jids[-1]
+
+    def __repr__(self) -> str:
+        return f"<ChainRef {len(self.bids)} steps, last {self.id}>"
+
+    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
+        """The last step's return value; a step's death raises CanvasError (the steps after it never run)."""
+        died = _wait(self.bids, self.bids[-1], self.bids if propagate else [], timeout, f"chain {self.id}")
+        if died is not None:
+            step = self.bids.index(died) + 1
+            raise CanvasError(f"chain {self.id}: step {step} ({self.jids[step - 1]}) died; the rest did not run")
+        return results_of(self.bids[-1])[0]

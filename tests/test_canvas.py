@@ -1,0 +1,124 @@
+"""The canvas without workers: what applying it writes, and what the Lua step that ends each job pushes next.
+
+Each job's end is played through the script a worker runs for it (fetch.lua's ack, fail.lua's
+filing), after writing the result the worker would have kept, so these tests pin the shapes of
+the arguments each next step receives and that a replayed end pushes nothing twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+import djwork
+from djwork import keys
+from tests import canvas_jobs as cj
+from tests.test_batches import ack, fail
+
+
+def queued(raw_redis, queue: str = "default") -> list[dict]:
+    return [json.loads(raw) for raw in reversed(raw_redis.lrange(keys.queue(queue), 0, -1))]
+
+
+def finish(raw_redis, job: dict, result) -> None:
+    """A successful run as the worker ends it: the kept result, then the ack (replayed: a second ack)."""
+    raw_redis.hset(keys.batch_results(job["bid"]), job["jid"], json.dumps(result))
+    ack(raw_redis, job)
+
+
+def test_signatures_are_json_and_come_back_whole():
+    sig = cj.add.s(1, y=2).set(queue="low", countdown=dt.timedelta(seconds=5), link=cj.record.s("done"))
+    again = djwork.signature(json.loads(json.dumps(sig)))
+    assert again == sig and isinstance(again.options["link"], djwork.Signature)
+    assert (again.task, again.args, again.kwargs, again.options["countdown"]) == ("tests.canvas_jobs.add", [1],
+                                                                                  {"y": 2}, 5.0)
+    assert cj.add.set(queue="low").s(1).options == {"queue": "low"}
+    assert cj.add.s(2).clone((1,)).args == [1, 2]  # a partial: new arguments first, as Celery
+    assert cj.add.si(2, 3).clone((1,)).args == [2, 3]  # immutable: ignored
+    assert isinstance(cj.add.s(1, 1) | cj.mul.s(2) | cj.mul.s(3), djwork.chain)
+    assert len((cj.add.s(1, 1) | cj.mul.s(2) | cj.mul.s(3)).tasks) == 3
+    assert isinstance(djwork.group(cj.add.s(1, 1)) | cj.tsum.s(), djwork.chord)
+
+
+def test_each_chain_step_is_pushed_once_by_the_ack_of_the_one_before_with_its_result_first(raw_redis):
+    ref = djwork.chain(cj.add.s(1, 2), cj.add.s(10), cj.mul.s(3)).apply_async()
+    (first,) = queued(raw_redis)
+    assert (first["args"], first["bid"], first["jid"]) == ([1, 2], ref.bids[0], ref.jids[0])
+    # The steps after it wait as members of their own batches, not as jobs.
+    assert raw_redis.smembers(keys.batch_jids(ref.bids[1])) == {ref.jids[1].encode()}
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, first, 3)
+    ack(raw_redis, first)  # the same job's end again (a run after orphan recovery): nothing more
+    (second,) = queued(raw_redis)
+    assert (second["class"], second["args"], second["bid"], second["jid"]) == ("tests.canvas_jobs.add", [3, 10],
+                                                                               ref.bids[1], ref.jids[1])
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, second, 13)
+    (third,) = queued(raw_redis)
+    assert third["args"] == [13, 3]
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, third, 39)
+    assert queued(raw_redis) == [] and ref.get(timeout=1) == 39
+
+
+def test_a_chord_body_gets_every_result_in_order_and_a_death_runs_the_errback_instead(raw_redis):
+    ref = djwork.chord([cj.add.s(i, i) for i in range(3)])(cj.tsum.s().set(queue="low"))
+    members = queued(raw_redis)
+    for job in reversed(members):  # finished last to first: the body still sees them in order
+        finish(raw_redis, job, job["args"][0] * 2)
+    (body,) = queued(raw_redis, "low")
+    assert (body["args"], body["bid"], body["jid"]) == ([[0, 2, 4]], ref.body_bid, ref.id)
+
+    raw_redis.flushdb()
+    errback = cj.errback.s(tag="chord")
+    broken = djwork.chord([cj.add.s(1, 1), cj.dies.s(1)], cj.tsum.s(), link_error=errback).apply_async()
+    ok, dying = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, dying, "dead")
+    finish(raw_redis, ok, 2)
+    (pushed,) = queued(raw_redis)  # the errback, with the header's status first; never the body
+    assert pushed["class"] == "tests.canvas_jobs.errback" and pushed["kwargs"] == {"tag": "chord"}
+    assert (pushed["args"][0]["event"], pushed["args"][0]["bid"]) == ("death", broken.header.bid)
+    with pytest.raises(djwork.ChordError):
+        broken.get(timeout=1)
+
+
+def test_empty_headers_immutable_bodies_and_countdowns(raw_redis):
+    assert djwork.group([]).delay().get(timeout=1) == []
+    djwork.chord([])(cj.tsum.s())
+    assert [job["args"] for job in queued(raw_redis)] == [[[]]]  # Celery too runs the body with []
+    raw_redis.delete(keys.queue("default"))
+    djwork.chord([])(cj.add.si(1, 2))
+    assert [job["args"] for job in queued(raw_redis)] == [[1, 2]]
+    raw_redis.delete(keys.queue("default"))
+    djwork.chord([])(cj.tsum.s().set(countdown=60))
+    ((raw, score),) = raw_redis.zrange(keys.SCHEDULE, 0, -1, withscores=True)
+    assert json.loads(raw)["args"] == [[]] and score > json.loads(raw)["created_at"] + 59
+
+
+def test_link_and_link_error_on_apply_async(raw_redis):
+    ref = cj.add.apply_async((2, 3), link=cj.record.s("linked"), link_error=cj.errback.s(tag="x"))
+    (job,) = queued(raw_redis)
+    assert job["jid"] == ref.jid and "bid" in job
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, job, 5)
+    assert [(pushed["class"], pushed["args"]) for pushed in queued(raw_redis)] == [
+        ("tests.canvas_jobs.record", [5, "linked"])]
+
+
+def test_shapes_djwork_refuses_are_refused_before_anything_is_written(raw_redis):
+    with pytest.raises(djwork.CanvasError, match="expected a signature"):
+        cj.add.apply_async((1, 2), link="tests.canvas_jobs.record")
+    with pytest.raises(djwork.CanvasError, match="countdown"):
+        djwork.chain(cj.add.s(1, 2), cj.add.s(1).set(eta=dt.datetime.now(dt.UTC))).delay()
+    with pytest.raises(djwork.CanvasError, match="link"):
+        djwork.chain(cj.add.s(1, 2), cj.add.s(1).set(link=cj.record.s("x")), cj.mul.s(2)).delay()
+    with pytest.raises(djwork.CanvasError, match="group options"):
+        djwork.group(cj.add.s(1, 2)).apply_async(queue="low")
+    with pytest.raises(djwork.CanvasError, match="expected a signature"):
+        djwork.group([djwork.chain(cj.add.s(1, 2), cj.mul.s(2))])
+    with pytest.raises(TypeError):
+        djwork.chord([cj.add.s(1)])(cj.tsum.s())  # add needs two arguments: refused at the send
+    assert raw_redis.keys("*") == []
