@@ -14,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from djwork import task_events
 from djwork.conf import get_config
 from djwork.payload import new_jid
 from djwork.task_class import ExceptionInfo, Request, Retry
-
-if TYPE_CHECKING:
-    from djwork.jobs import Job
+from djwork.task_class import Task as Job  # a djwork.Job; this module must not import djwork.jobs (cycle)
+from djwork.worker.retry import autoretried, decide  # the worker's own rules, so both agree
 
 SUCCESS, FAILURE = "SUCCESS", "FAILURE"
 
@@ -71,8 +70,6 @@ def apply(job: Job, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | 
     if unknown:
         raise TypeError(f"{job.name}.apply(): unsupported option(s) {sorted(unknown)} (supported: "
                         f"{', '.join(APPLY_OPTIONS)})")
-    from djwork.worker.retry import autoretried, decide  # the worker's own rules, so both agree
-
     args, kwargs = list(args or []), dict(kwargs or {})
     task_id = options.get("task_id") or new_jid()
     retries = int(options.get("retries") or 0)

@@ -39,6 +39,11 @@ class MaxRetriesExceededError(Exception):
     """``self.retry()`` was called once the job had used up its retries."""
 
 
+# Their names as stored in a failed job's error_class (and shown by the dashboard) since before they
+# moved here: djwork.jobs still exports both.
+Retry.__module__ = MaxRetriesExceededError.__module__ = "djwork.jobs"
+
+
 @dataclass
 class Request:
     """``self.request``: what this execution is (Celery's request context)."""
