@@ -53,7 +53,7 @@ class RunEvents:
         self.started = True
         request = self.request
         if signals.task_prerun.receivers:
-            signals.send(signals.task_prerun, self.job, task_id=request.id, task=self.job, args=request.args,
+            self._signal(signals.task_prerun, self.job, task_id=request.id, task=self.job, args=request.args,
                          kwargs=request.kwargs)
         if self.hooked:
             self._hook("before_start", request.id, request.args, request.kwargs)
@@ -63,7 +63,7 @@ class RunEvents:
         if self.hooked:
             self._hook("on_success", result, request.id, request.args, request.kwargs)
         if signals.task_success.receivers:
-            signals.send(signals.task_success, self.job, result=result)
+            self._signal(signals.task_success, self.job, result=result)
         self._finish(SUCCESS, result, None)
 
     def ended_badly(self, error: BaseException, will_retry: bool) -> None:
@@ -75,14 +75,14 @@ class RunEvents:
             if self.hooked:
                 self._hook("on_retry", shown, request.id, request.args, request.kwargs, einfo)
             if signals.task_retry.receivers:
-                signals.send(signals.task_retry, self.job, request=request, reason=error, einfo=einfo)
+                self._signal(signals.task_retry, self.job, request=request, reason=error, einfo=einfo)
             self._finish(RETRY, error, einfo)
             return
         einfo = ExceptionInfo(shown)
         if self.hooked:
             self._hook("on_failure", shown, request.id, request.args, request.kwargs, einfo)
         if signals.task_failure.receivers:
-            signals.send(signals.task_failure, self.job, task_id=request.id, exception=shown, args=request.args,
+            self._signal(signals.task_failure, self.job, task_id=request.id, exception=shown, args=request.args,
                          kwargs=request.kwargs, traceback=shown.__traceback__, einfo=einfo)
         self._finish(FAILURE, shown, einfo)
 
@@ -91,8 +91,16 @@ class RunEvents:
         if self.hooked:
             self._hook("after_return", state, retval, request.id, request.args, request.kwargs, einfo)
         if signals.task_postrun.receivers:
-            signals.send(signals.task_postrun, self.job, task_id=request.id, task=self.job, args=request.args,
+            self._signal(signals.task_postrun, self.job, task_id=request.id, task=self.job, args=request.args,
                          kwargs=request.kwargs, retval=retval, state=state)
+
+    def _signal(self, signal: Any, sender: Any, **arguments: Any) -> None:
+        # Sent with the run's request pushed, as Celery does: a receiver may read sender.request.
+        self.job.push_request(self.request)
+        try:
+            signals.send(signal, sender, **arguments)
+        finally:
+            self.job.pop_request()
 
     def _hook(self, name: str, *arguments: Any) -> None:
         # The run's request is self.request inside a hook too, as in the body.

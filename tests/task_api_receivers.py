@@ -32,7 +32,7 @@ def on_postrun(sender, task_id, task, args, kwargs, retval, state, **rest):
 
 @receiver(signals.task_success, dispatch_uid="tests.task_api_jobs.success")
 def on_task_success(sender, result, **rest):
-    record("task_success", sender=sender.name, result=result)
+    record("task_success", sender=sender.name, result=result, task_id=sender.request.id)
 
 
 @receiver(signals.task_retry, dispatch_uid="tests.task_api_jobs.retry")
