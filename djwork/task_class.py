@@ -185,13 +185,13 @@ class Task:
         return Request(task=getattr(self, "name", None), called_directly=True)
 
     def _request_stack(self) -> list[Request]:
-        local = self.__dict__.get("_requests")
-        if local is None:
+        try:  # the per-job path: two attribute reads
+            return self.__dict__["_requests"].stack
+        except (KeyError, AttributeError):
             local = self.__dict__.setdefault("_requests", threading.local())
-        stack = getattr(local, "stack", None)
-        if stack is None:
-            stack = local.stack = []
-        return stack
+            if not hasattr(local, "stack"):
+                local.stack = []
+            return local.stack
 
     def push_request(self, request: Request | None = None, **fields: Any) -> Request:
         """Make ``request`` (or a new one from ``fields``) this thread's ``self.request`` until ``pop_request``."""

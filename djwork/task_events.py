@@ -26,10 +26,11 @@ SUCCESS, RETRY, FAILURE = "SUCCESS", "RETRY", "FAILURE"
 
 def for_run(job: Any, request: Request) -> RunEvents | None:
     """The events of this run, or None when nothing would observe them."""
-    hooked = getattr(job, "hooked", False)
-    if not hooked and not signals.any_task_receivers():
-        return None
-    return RunEvents(job, request, hooked)
+    if job.hooked:
+        return RunEvents(job, request, True)
+    if signals.any_task_receivers():
+        return RunEvents(job, request, False)
+    return None
 
 
 def shown_error(error: BaseException) -> BaseException:
