@@ -152,7 +152,7 @@ def test_decorator_refuses_bad_tags_and_bind_without_self_fails_when_run():
     # Celery's Django example binds a function without parameters: it must import (as under Celery),
     # and each run fails with a TypeError naming the job, which autoretry_for=(Exception,) retries.
     bound_without_self = djwork.job(bind=True, name="tests.bound_without_self")(no_params)
-    with pytest.raises(TypeError, match=r"tests\.bound_without_self: bind=True .* add `self`"):
+    with pytest.raises(TypeError, match=r"tests\.bound_without_self: bind=True .*\(add `self`\)"):
         bound_without_self()
 
 
