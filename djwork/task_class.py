@@ -175,6 +175,11 @@ class Task:
                      einfo: ExceptionInfo | None) -> None:
         """After any of the above: ``status`` is ``"SUCCESS"``, ``"RETRY"`` or ``"FAILURE"``."""
 
+    @property
+    def job(self) -> Task:
+        """The job itself: ``self.job`` from when a bound job's ``self`` was a wrapper around it."""
+        return self
+
     # --- the request of the run in progress on this thread ---------------------------------
     @property
     def request(self) -> Request:
