@@ -330,3 +330,36 @@ def test_publish_signals_see_and_may_edit_the_job(raw_redis):
     assert [entry[3] for entry in seen[4:]] == [r.id for r in refs]
     assert only_job(raw_redis, "low")["traced"] == "yes"
     assert all(json.loads(raw)["traced"] == "yes" for raw in raw_redis.lrange("queue:default", 0, -1))
+
+
+# --- the "Tasks" guide's retry examples, eagerly ----------------------------------------------------
+@djwork.shared_task(bind=True, max_retries=3, name="tests.task_api.flaky_send")
+def flaky_send(self, to):
+    """The guide's ``raise self.retry(exc=exc, countdown=60)``: fails twice, then sends."""
+    try:
+        if self.request.retries < 2:
+            raise ConnectionError(f"smtp down for {to}")
+    except ConnectionError as exc:
+        raise self.retry(exc=exc, countdown=60) from exc
+    return {"to": to, "retries": self.request.retries, "is_eager": self.request.is_eager}
+
+
+def test_the_guides_retry_with_countdown_runs_again_at_once_eagerly():
+    result = flaky_send.apply(("a@example.com",))
+    assert result.get() == {"to": "a@example.com", "retries": 2, "is_eager": True}
+
+
+def test_error_backoff_test_uses_up_its_three_retries_eagerly():
+    result = demo.error_backoff_test.apply(task_id="backoff-1")
+    assert (result.id, result.state, repr(result.result)) == ("backoff-1", "FAILURE", "Exception('Test error')")
+
+
+def test_retry_refuses_options_it_does_not_support():
+    flaky_send.push_request(retries=0)
+    try:
+        with pytest.raises(TypeError, match=r"flaky_send\.retry\(\): unsupported option\(s\) \['queue'\]"):
+            flaky_send.retry(queue="other")
+    finally:
+        flaky_send.pop_request()
+    assert flaky_send.request.called_directly is True and flaky_send.request.id is None
+    assert flaky_send.job is flaky_send
