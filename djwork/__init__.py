@@ -7,6 +7,8 @@ from djwork.cron.entries import periodic
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
+from djwork.send_task import send_task
+from djwork.task_class import Task
 
 __version__ = "0.1.0"
 
@@ -31,6 +33,7 @@ __all__ = [
     "MaxRetriesExceededError",
     "Retry",
     "Signature",
+    "Task",
     "UnknownJobClass",
     "WrongTypeKey",
     "chain",
@@ -40,6 +43,7 @@ __all__ = [
     "job",
     "mark_deploy",
     "periodic",
+    "send_task",
     "shared_task",
     "signature",
 ]

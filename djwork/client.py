@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from djwork import keys, scripts
+from djwork import keys, scripts, signals
 from djwork import redis as redis_layer
 from djwork.batches import collect as batch_collect
 from djwork.conf import Config, get_config
@@ -136,6 +136,15 @@ def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
 
 def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushed:
     """``push``, saying whether a unique job was refused as a duplicate (and which jid holds its lock)."""
+    signalled = bool(signals.before_task_publish.receivers or signals.after_task_publish.receivers)
+    pushed, written = _push(payload, at, signalled)
+    if signalled and pushed.jid is not None and pushed.duplicate_of is None:
+        signals.published(written, written.get("queue") or "default")
+    return pushed
+
+
+def _push(payload: dict[str, Any], at: float | None, signalled: bool) -> tuple[Pushed, dict[str, Any]]:
+    """The push itself; also the payload as written (client middleware may have replaced it)."""
     config = get_config()
     queue = payload.get("queue") or "default"
     chain = client_chain(config)
@@ -145,7 +154,10 @@ def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushe
     if chain:
         payload = run_client_chain(chain, payload, queue)
         if payload is None:
-            return Pushed(None)
+            return Pushed(None), {}
+        queue = payload.get("queue") or queue
+    if signalled:  # Celery's before_task_publish, after every client middleware (djwork/signals.py)
+        signals.publishing(payload, queue, at)
         queue = payload.get("queue") or queue
     payload.pop("at", None)  # a stored "at" re-schedules the job when it comes due (docs/wire.md, Jobs)
     now = time.time()
@@ -155,7 +167,7 @@ def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushe
     else:
         payload["enqueued_at"] = now
     if batch is not None:
-        return Pushed(batch.take(payload, queue, later))
+        return Pushed(batch.take(payload, queue, later)), payload
     lock = lock_of(payload)
     if lock is not None:
         script = _unique_command(payload, lock, queue, later, now)
@@ -164,18 +176,18 @@ def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushe
         else:
             reply, listed = _write_scripts([script, ("SADD", keys.QUEUES, queue)], [payload["jid"]])
             _check_listing_replies([listed], f"SADD queues {queue}")
-        return _unique_outcome(reply, script)
+        return _unique_outcome(reply, script), payload
     raw = dumps(payload)
     if later is not None:
         command: tuple[Any, ...] = ("ZADD", keys.SCHEDULE, repr(float(later)), raw)
         replies = _write([command], [payload["jid"]])
         _raise_push_error(replies[0], command)
-        return Pushed(payload["jid"])
+        return Pushed(payload["jid"]), payload
     commands = [("LPUSH", keys.queue(queue), raw), ("SADD", keys.QUEUES, queue)]
     replies = _write(commands, [payload["jid"]])
     _raise_push_error(replies[0], commands[0])
     _check_listing_replies(replies[1:], f"SADD queues {queue}")
-    return Pushed(payload["jid"])
+    return Pushed(payload["jid"]), payload
 
 
 # --- unique jobs: the lock and the push in one Lua step (lua/unique_push.lua) -----------------
@@ -229,6 +241,8 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     unique_commands: list[tuple[Any, ...]] = []
     unique_queues: set[str] = set()  # listed in `queues` with the plain ones' SADD
     outcomes: list[Pushed | int] = []  # an int is the index of the job's unique_push command
+    signalled = bool(signals.before_task_publish.receivers or signals.after_task_publish.receivers)
+    written: list[dict[str, Any]] = []  # for after_task_publish, when signalled
     for payload in payloads:
         queue = payload.get("queue") or "default"
         if batch is not None:
@@ -239,6 +253,10 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
                 outcomes.append(Pushed(None))
                 continue
             queue = payload.get("queue") or queue
+        if signalled:
+            signals.publishing(payload, queue, at)
+            queue = payload.get("queue") or queue
+            written.append(payload)
         payload.pop("at", None)
         later = at if at is not None and at > now else None
         if later is not None:
@@ -281,4 +299,10 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     _check_listing_replies(replies[writes + len(unique_commands):], "SADD queues")
     unique_outcomes = [_unique_outcome(reply, command) for reply, command
                        in zip(replies[writes:writes + len(unique_commands)], unique_commands, strict=True)]
-    return [unique_outcomes[outcome] if isinstance(outcome, int) else outcome for outcome in outcomes]
+    pushed = [unique_outcomes[outcome] if isinstance(outcome, int) else outcome for outcome in outcomes]
+    if signalled:
+        sent = [outcome for outcome in pushed if outcome.jid is not None]  # the ones middleware let through
+        for outcome, payload in zip(sent, written, strict=False):
+            if outcome.duplicate_of is None:
+                signals.published(payload, payload.get("queue") or "default")
+    return pushed

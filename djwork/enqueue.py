@@ -130,7 +130,7 @@ class JobOptions(Enqueueing):
     """``job.set(...)``: the enqueue verbs with preset options (a call's own options win)."""
 
     ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority",
-                    "unique_for", "unique_until")
+                    "unique_for", "unique_until", "task_id", "serializer", "retry_policy", "headers")
 
     def __init__(self, job: Enqueueing, options: dict[str, Any]) -> None:
         unknown = set(options) - set(self.ENQUEUE_KEYS)

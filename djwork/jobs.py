@@ -27,32 +27,21 @@ import datetime as dt
 import inspect
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
+from djwork import job_options, unique
 from djwork import options as enqueue_options
-from djwork import unique
 from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
 from djwork.limiter.job_limits import job_limits
 from djwork.payload import build, check_arguments
+from djwork.task_class import HOOKS, BoundJob, MaxRetriesExceededError, Request, Retry, Task
+
+__all__ = ["ABSOLUTE_EPOCH_THRESHOLD", "BoundJob", "Job", "JobRef",
+           "MaxRetriesExceededError", "Request", "Retry", "Task", "UnknownJobClass", "job",
+           "registry", "resolve", "shared_task"]
 
 registry: dict[str, Job] = {}
-
-
-class Retry(Exception):
-    """Raised by ``self.retry()`` inside a bound job: schedule another attempt."""
-
-    def __init__(self, exc: BaseException | None = None, countdown: float | None = None,
-                 max_retries: int | None = None) -> None:
-        super().__init__(str(exc) if exc else "retry requested")
-        self.exc = exc
-        self.countdown = countdown
-        self.max_retries = max_retries
-
-
-class MaxRetriesExceededError(Exception):
-    """``self.retry()`` was called once the job had used up its retries."""
 
 
 class UnknownJobClass(LookupError):
@@ -62,71 +51,6 @@ class UnknownJobClass(LookupError):
 # Its one public name, whichever way the job goes (dead at once, or the retry
 # way): error_class is built from __module__, and Sidekiq's pages show it.
 UnknownJobClass.__module__ = "djwork"
-
-
-@dataclass
-class Request:
-    """``self.request`` of a bound job: what this execution is."""
-
-    id: str | None = None
-    retries: int = 0
-    queue: str = "default"
-    args: list[Any] = field(default_factory=list)
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    payload: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def jid(self) -> str | None:
-        return self.id
-
-    @property
-    def batch(self) -> Any:
-        """The ``djwork.Batch`` this job belongs to (``with self.request.batch.jobs():`` adds to it), or None."""
-        bid = self.payload.get("bid")
-        if not isinstance(bid, str) or not bid:
-            return None
-        from djwork.batches import Batch
-
-        return Batch(bid=bid)
-
-
-class BoundJob:
-    """The ``self`` a ``bind=True`` job receives: the job plus this run's request."""
-
-    def __init__(self, job: Job, request: Request) -> None:
-        self.job = job
-        self.request = request
-        self.name = job.name
-        self.max_retries = job.max_retries
-
-    def retry(self, exc: BaseException | None = None, countdown: float | None = None,
-              eta: dt.datetime | None = None, max_retries: int | None = None) -> Retry:
-        """Raise ``Retry`` so the worker schedules another attempt (Celery's ``Task.retry``).
-
-        Past the limit the original ``exc`` is re-raised (or MaxRetriesExceededError),
-        so the job fails for good as Celery's does.
-        """
-        limit = max_retries if max_retries is not None else self.job.max_retries
-        if limit is not None and self.request.retries >= limit:
-            if exc is not None:
-                raise exc
-            raise MaxRetriesExceededError(
-                f"{self.name} {self.request.id} exceeded max_retries={limit}"
-            )
-        if eta is not None:
-            countdown = max(0.0, enqueue_options.moment(eta, self.name, "eta") - time.time())
-        elif countdown is not None:
-            # Checked here, inside the job: a NaN countdown stored as the retry's score never comes due.
-            countdown = enqueue_options.seconds(countdown, self.name, "countdown")
-        if countdown is None:
-            countdown = self.job.default_retry_delay
-        raise Retry(exc=exc, countdown=countdown, max_retries=limit)
-
-    def delay(self, *args: Any, **kwargs: Any) -> JobRef:
-        return self.job.delay(*args, **kwargs)
-
-    def apply_async(self, *args: Any, **kwargs: Any) -> JobRef:
-        return self.job.apply_async(*args, **kwargs)
 
 
 def _check_retry(value: Any, where: str) -> bool | int:
@@ -156,38 +80,51 @@ def _check_payload_options(options: dict[str, Any], where: str) -> None:
         raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
 
 
-class Job(Enqueueing):
-    """A function registered as a djwork job. Calling it runs it inline."""
+class Job(Task, Enqueueing):
+    """A function registered as a djwork job. Calling it runs it inline.
 
-    def __init__(self, func: Callable[..., Any], *, name: str | None = None, queue: str = "default",
-                 retry: bool | int | None = None, max_retries: int | None = None,
-                 bind: bool = False, default_retry_delay: float = 180,
-                 autoretry_for: tuple[type[BaseException], ...] = (),
-                 retry_backoff: bool | float = False, retry_backoff_max: float = 600,
-                 retry_jitter: bool = True, expires: float | None = None,
-                 backtrace: bool | int | None = None, dead: bool | None = None,
-                 tags: list[str] | None = None, retry_queue: str | None = None,
-                 retry_for: int | None = None, limits: Iterable[Any] | None = None,
-                 rate_limit: Any = None, unique_for: float | dt.timedelta | None = None,
-                 unique_until: str | None = None, unique_args: Callable[..., Any] | None = None) -> None:
+    The options are ``@djwork.job``'s (djwork/job_options.py; docs/api.md, docs/celery.md); a
+    ``base=`` class's attributes are their defaults.
+    """
+
+    def __init__(self, func: Callable[..., Any], **given: Any) -> None:
         self.func = func
-        self.name = name or f"{func.__module__}.{func.__qualname__}"
-        self.queue = enqueue_options.check_queue(queue, self.name)
+        where = given.get("name") or getattr(type(self), "name", None) or f"{func.__module__}.{func.__qualname__}"
+        option = job_options.collect(type(self), where, given)
+        self.name = option["name"] or where
+        self.queue = enqueue_options.check_queue(option["queue"], self.name)
         # Acquired by the worker before the body runs, released after (djwork/worker/limits.py).
-        self.limits = job_limits(self.name, limits, rate_limit)
-        self.uniqueness = unique.check(self.name, unique_for, unique_until, unique_args)
+        self.limits = job_limits(self.name, option.get("limits"), option["rate_limit"])
+        self.uniqueness = unique.check(self.name, option.get("unique_for"), option.get("unique_until"),
+                                       option.get("unique_args"))
+        max_retries = option["max_retries"]
+        retry_kwargs = option["retry_kwargs"]
+        retry = option.get("retry")
         if retry is None:
-            retry = max_retries if max_retries is not None else True
-        self.retry = _check_retry(retry, self.name)
+            # Celery's limits, in the order Celery reads them, become the payload's Sidekiq `retry`.
+            retry = next((value for value in (max_retries, retry_kwargs.get("max_retries")) if value is not None),
+                         True)
+        # The payload's `retry` field (not `self.retry`: that is Celery's Task.retry()).
+        self.payload_retry = _check_retry(retry, self.name)
         self.max_retries = max_retries if max_retries is not None else (
             None if retry is True else (0 if retry is False else retry))
+        bind = option.get("bind", False)
         self.bind = bind
-        self.default_retry_delay = default_retry_delay
-        self.autoretry_for = tuple(autoretry_for)
-        self.retry_backoff = retry_backoff
-        self.retry_backoff_max = retry_backoff_max
-        self.retry_jitter = retry_jitter
-        self.expires = expires
+        self.default_retry_delay = option["default_retry_delay"]
+        self.autoretry_for = option["autoretry_for"]
+        self.dont_autoretry_for = option["dont_autoretry_for"]
+        self.retry_kwargs = retry_kwargs
+        self.retry_backoff = option["retry_backoff"]
+        self.retry_backoff_max = option["retry_backoff_max"]
+        self.retry_jitter = option["retry_jitter"]
+        self.expires = option["expires"]
+        self.typing = option["typing"]
+        for accepted in job_options.GUARANTEED:  # kept for code that reads them; djwork behaves so always
+            setattr(self, accepted, option[accepted])
+        # Checked once here: the worker calls the hooks (and takes their cost) only for a class that has any.
+        self.hooked = any(getattr(type(self), hook) is not getattr(Task, hook) for hook in HOOKS)
+        backtrace, dead, tags = option.get("backtrace"), option.get("dead"), option.get("tags")
+        retry_queue, retry_for = option.get("retry_queue"), option.get("retry_for")
         self.options = {
             key: value for key, value in {
                 "backtrace": backtrace, "dead": dead, "tags": tags,
@@ -198,9 +135,10 @@ class Job(Enqueueing):
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)  # a local: job.signature() is the canvas verb (djwork/canvas)
         parameters = list(signature.parameters.values())
+        # Celery's own example binds a function without parameters: accepted, and it fails each run
+        # with a TypeError naming the job, as it does under Celery (autoretry_for=(Exception,) retries it).
+        self._takes_self = bool(parameters)
         if bind:
-            if not parameters:
-                raise TypeError(f"{self.name}: bind=True needs a first parameter (self)")
             parameters = parameters[1:]
         self.call_signature = signature.replace(parameters=parameters)
         self.positional_names = [
@@ -228,15 +166,44 @@ class Job(Enqueueing):
 
     # --- running -------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.bind:
-            return self.func(BoundJob(self, Request(args=list(args), kwargs=dict(kwargs))), *args, **kwargs)
-        return self.func(*args, **kwargs)
+        return self.run(Request(args=list(args), kwargs=dict(kwargs), task=self.name, called_directly=True))
 
     def run(self, request: Request) -> Any:
-        """What a worker calls: the function with this execution's arguments."""
-        if self.bind:
-            return self.func(BoundJob(self, request), *request.args, **request.kwargs)
-        return self.func(*request.args, **request.kwargs)
+        """What a worker calls: the function with this execution's arguments, ``request`` as ``self.request``."""
+        if self.is_async:
+            return self._run_async(request)
+        stack = self._request_stack()
+        stack.append(request)
+        try:
+            if self.bind:
+                return self.func(*self._self_argument(), *request.args, **request.kwargs)
+            return self.func(*request.args, **request.kwargs)
+        finally:
+            stack.pop()
+
+    async def _run_async(self, request: Request) -> Any:
+        # Pushed around the await, not the call: the body of a coroutine runs only when awaited.
+        stack = self._request_stack()
+        stack.append(request)
+        try:
+            if self.bind:
+                return await self.func(*self._self_argument(), *request.args, **request.kwargs)
+            return await self.func(*request.args, **request.kwargs)
+        finally:
+            stack.pop()
+
+    def _self_argument(self) -> tuple[Any, ...]:
+        if not self._takes_self:
+            raise TypeError(f"{self.name}: bind=True passes the job as the first argument, and the function "
+                            "takes no parameters (add `self`)")
+        return (self,)
+
+    def apply(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
+              **options: Any) -> Any:
+        """Run now, in this process, hooks and retries included; an ``EagerResult`` (djwork/eager.py)."""
+        from djwork.eager import apply
+
+        return apply(self, args, kwargs, **options)
 
     # --- enqueueing ---------------------------------------------------------
     def set(self, **options: Any) -> JobOptions:
@@ -252,14 +219,18 @@ class Job(Enqueueing):
         """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
         args = list(args) if args else []
         kwargs = dict(kwargs) if kwargs else {}
-        self.check_call(args, kwargs)
+        if self.typing:  # Celery's typing=False: the arguments are not checked against the signature
+            self.check_call(args, kwargs)
+        elif get_config().strict_args:
+            check_arguments(self.name, args, kwargs, self.positional_names)
         if options:
-            unknown = set(options) - set(PAYLOAD_OPTIONS) - {"priority"}
+            jid, celery_fields = job_options.call_options(options, self.name, jid)
+            unknown = set(options) - set(PAYLOAD_OPTIONS)
             if unknown:
                 raise TypeError(f"{self.name}: unknown enqueue option(s) {sorted(unknown)}")
             chosen = {k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}
             _check_payload_options(chosen, self.name)
-            extra = {**self.options, **chosen}
+            extra = {**self.options, **chosen, **celery_fields}
         else:
             extra = dict(self.options)
         if retry is not None:
@@ -285,7 +256,7 @@ class Job(Enqueueing):
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
         payload = build(self.name, args, kwargs, queue=queue,
-                        retry=self.retry if retry is None else retry, jid=jid, extra=extra)
+                        retry=self.payload_retry if retry is None else retry, jid=jid, extra=extra)
         if uniqueness is not None:
             unique.mark(payload, uniqueness, self.name)
         return payload, at
@@ -318,13 +289,32 @@ class Job(Enqueueing):
         return given >= self._plain_required
 
 
-def job(func: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """Decorator: ``@djwork.job`` or ``@djwork.job(queue=..., retry=..., bind=True, ...)``."""
+_classes: dict[type, type[Job]] = {}
+
+
+def job_class(base: type | None) -> type[Job]:
+    """The class of a job made with ``base=``: ``base``'s hooks and defaults over ``Job`` (made once per base)."""
+    if base is None or base is Job:
+        return Job
+    if not (isinstance(base, type) and issubclass(base, Task)):
+        raise TypeError(f"base= must be a djwork.Task subclass, got {base!r}")
+    if issubclass(base, Job):
+        return base
+    made = _classes.get(base)
+    if made is None:
+        made = _classes[base] = type(base.__name__, (base, Job), {"__module__": base.__module__,
+                                                                 "__qualname__": base.__qualname__})
+    return made
+
+
+def job(func: Callable[..., Any] | None = None, *, base: type | None = None, **options: Any) -> Any:
+    """Decorator: ``@djwork.job`` or ``@djwork.job(queue=..., retry=..., bind=True, base=MyTask, ...)``."""
+    cls = job_class(base)
     if func is not None and callable(func):
-        return Job(func, **options)
+        return cls(func, **options)
 
     def decorate(inner: Callable[..., Any]) -> Job:
-        return Job(inner, **options)
+        return cls(inner, **options)
 
     return decorate
 

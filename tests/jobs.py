@@ -54,7 +54,7 @@ def celery_max_retries(x):
 
 @djwork.job(bind=True, max_retries=2, default_retry_delay=7, name="tests.jobs.bound")
 def bound(self, x, y=0):
-    return {"self": self, "sum": x + y}
+    return {"self": self, "request": self.request, "sum": x + y}
 
 
 @djwork.job(

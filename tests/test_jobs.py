@@ -91,7 +91,7 @@ def test_bare_decorator_registers_a_job_that_keeps_the_function_metadata():
 def test_decorator_defaults():
     job = jobs.add
     assert job.queue == "default"
-    assert job.retry is True
+    assert job.payload_retry is True
     assert job.max_retries is None
     assert job.bind is False
     assert job.default_retry_delay == 180
@@ -105,12 +105,12 @@ def test_decorator_defaults():
 
 def test_decorator_sidekiq_options_are_stored():
     assert jobs.with_options.queue == "mail"
-    assert jobs.with_options.retry == 5
+    assert jobs.with_options.payload_retry == 5
     assert jobs.with_options.max_retries == 5
     assert jobs.with_options.options == {"backtrace": True, "dead": False, "tags": ["billing", "eu"]}
     assert jobs.named.name == "Billing::Invoice"
     assert registry["Billing::Invoice"] is jobs.named
-    assert jobs.named.retry is False
+    assert jobs.named.payload_retry is False
     assert jobs.named.max_retries == 0
 
 
@@ -118,7 +118,7 @@ def test_decorator_celery_options_are_stored():
     bound = jobs.bound
     assert bound.bind is True
     assert bound.max_retries == 2
-    assert bound.retry == 2  # max_retries without retry= becomes the Sidekiq retry count
+    assert bound.payload_retry == 2  # max_retries without retry= becomes the Sidekiq retry count
     assert bound.default_retry_delay == 7
     auto = jobs.auto_retrying
     assert auto.autoretry_for == (ValueError, KeyError)
@@ -126,7 +126,7 @@ def test_decorator_celery_options_are_stored():
     assert auto.retry_backoff_max == 120
     assert auto.retry_jitter is False
     assert auto.expires == 90
-    assert jobs.celery_max_retries.retry == 3
+    assert jobs.celery_max_retries.payload_retry == 3
     assert jobs.celery_max_retries.max_retries == 3
 
 
@@ -135,10 +135,10 @@ def test_shared_task_is_the_job_decorator():
     assert isinstance(jobs.shared_bare, djwork.Job)
     assert jobs.shared_bare(2) == 20
     assert jobs.shared_with_options.queue == "low"
-    assert jobs.shared_with_options.retry == 2
+    assert jobs.shared_with_options.payload_retry == 2
 
 
-def test_decorator_refuses_bad_tags_and_bind_without_self():
+def test_decorator_refuses_bad_tags_and_bind_without_self_fails_when_run():
     def plain(x):
         return x
 
@@ -149,8 +149,11 @@ def test_decorator_refuses_bad_tags_and_bind_without_self():
         djwork.job(tags="billing")(plain)
     with pytest.raises(TypeError, match="tags"):
         djwork.job(tags=["ok", 3])(plain)
-    with pytest.raises(TypeError, match="bind=True"):
-        djwork.job(bind=True)(no_params)
+    # Celery's Django example binds a function without parameters: it must import (as under Celery),
+    # and each run fails with a TypeError naming the job, which autoretry_for=(Exception,) retries.
+    bound_without_self = djwork.job(bind=True, name="tests.bound_without_self")(no_params)
+    with pytest.raises(TypeError, match=r"tests\.bound_without_self: bind=True .*\(add `self`\)"):
+        bound_without_self()
 
 
 # --- delay: the payload on the wire --------------------------------------------------------
@@ -637,13 +640,18 @@ def test_bound_job_inline_gets_self_with_request_and_retry(raw_redis):
     result = jobs.bound(3, y=4)
     assert result["sum"] == 7
     this = result["self"]
-    assert isinstance(this, BoundJob)
+    assert this is jobs.bound  # Celery's rule: a bound task's self is the task itself
+    assert isinstance(this, BoundJob) and isinstance(this, djwork.Task)
     assert this.name == "tests.jobs.bound"
     assert this.max_retries == 2
-    assert this.request.args == [3]
-    assert this.request.kwargs == {"y": 4}
-    assert this.request.id is None
-    assert this.request.retries == 0
+    request = result["request"]
+    assert request.args == [3]
+    assert request.kwargs == {"y": 4}
+    assert request.id is None
+    assert request.retries == 0
+    assert request.called_directly is True
+    assert this.request is not request  # popped once the call returned: the default request again
+    assert this.request.called_directly is True
 
     with pytest.raises(djwork.Retry) as caught:
         this.retry(countdown=5)
@@ -660,13 +668,16 @@ def test_bound_job_inline_gets_self_with_request_and_retry(raw_redis):
     assert caught.value.exc is error
     assert 28 <= caught.value.countdown <= 30
 
-    this.request.retries = 2  # out of retries: the original error, or MaxRetriesExceededError
-    with pytest.raises(ValueError, match="flaky"):
-        this.retry(exc=error)
-    with pytest.raises(djwork.MaxRetriesExceededError):
-        this.retry()
-    with pytest.raises(djwork.Retry):
-        this.retry(max_retries=5)
+    this.push_request(retries=2)  # out of retries: the original error, or MaxRetriesExceededError
+    try:
+        with pytest.raises(ValueError, match="flaky"):
+            this.retry(exc=error)
+        with pytest.raises(djwork.MaxRetriesExceededError):
+            this.retry()
+        with pytest.raises(djwork.Retry):
+            this.retry(max_retries=5)
+    finally:
+        this.pop_request()
     assert_nothing_written(raw_redis)
 
 
@@ -680,8 +691,8 @@ def test_bound_job_enqueues_without_self(raw_redis):
         jobs.bound.delay(1, 2, 3)
     out = jobs.bound.run(Request(id=job["jid"], retries=1, args=job["args"], kwargs=job["kwargs"]))
     assert out["sum"] == 4
-    assert out["self"].request.id == job["jid"]
-    assert out["self"].request.retries == 1
+    assert out["request"].id == job["jid"]
+    assert out["request"].retries == 1
 
 
 # --- strict arguments ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
 
-from djwork import dead, job_locks, keys
+from djwork import dead, job_locks, keys, signals, task_events
 from djwork import redis as redis_layer
 from djwork.batches import runtime as batch_runtime
 from djwork.cron.locks import retake
@@ -131,6 +131,9 @@ class Executor:
                     logger.warning("djwork: releasing the locks of job %s at its start failed: %s", jid, error)
         expires_at = payload.get("expires_at")
         if isinstance(expires_at, (int, float)) and expires_at < time.time():
+            if signals.task_revoked.receivers:  # Celery sends it for an expired task too
+                signals.revoked(self.resolve(class_name) or class_name, self._request(payload, unit.queue, jid),
+                                expired=True)
             logger.info("djwork: dropping expired job jid=%s class=%s (expired %.1fs ago)",
                         jid, class_name, time.time() - expires_at, extra={"jid": jid, "job_class": class_name})
             unit.acknowledge(jid)
@@ -167,10 +170,14 @@ class Executor:
         clock = time.perf_counter()
         error: BaseException | None = None
         running = None
+        request = events = None
+        if isinstance(target, Job):
+            request = self._request(payload, unit.queue, jid)
+            events = task_events.for_run(target, request)  # None unless hooks or receivers exist
         try:
             close_stale_connections()
             running = batch_runtime.enter(payload)  # a batch this job opens is a child of its own
-            result = self._invoke(payload, target, unit.queue, jid)
+            result = self._invoke(payload, target, unit.queue, jid, request, events)
         except BaseException as caught:
             # SystemExit/KeyboardInterrupt too: on a processor thread only the job
             # raises them (signals go to the main thread), and re-raised they
@@ -188,6 +195,8 @@ class Executor:
         elapsed_ms = (time.perf_counter() - clock) * 1000
         if error is None:
             unit.processed = 1
+            if events is not None and events.started:
+                events.succeeded(result)
             if "bid" in payload:  # before the ack, which may fire the batch's success with every result
                 batch_runtime.keep_result(payload, result)
             unit.acknowledge(jid)
@@ -203,15 +212,27 @@ class Executor:
             return
         if isinstance(error, OverLimit) and self._reschedule(unit, acks, payload, error, target, started,
                                                              elapsed_ms):
+            if events is not None and events.started:  # a limiter inside the body: it runs again later
+                events.ended_badly(error, will_retry=True)
             return
         if self.metrics is not None:
             self.metrics.record(payload.get("wrapped") or class_name, elapsed_ms, True)
         if isinstance(target, Task) or payload.get("djwork_task"):
             task_results.finished(jid, self.identity, error=error)
         self._handle_failure(unit, acks, payload, error, target if isinstance(target, Job) else None,
-                             started, elapsed_ms)
+                             started, elapsed_ms, events=events)
 
-    def _invoke(self, payload: dict[str, Any], target: Job | Task, queue: str, jid: str) -> Any:
+    def _request(self, payload: dict[str, Any], queue: str, jid: str) -> Request:
+        """A djwork job's ``self.request`` for this run (Celery's ``retries``: 0 on the first run)."""
+        retry_count = payload.get("retry_count")
+        args = payload.get("args") or []
+        kwargs = payload.get("kwargs")
+        return Request(id=jid, retries=(retry_count + 1) if isinstance(retry_count, int) else 0, queue=queue,
+                       args=list(args), kwargs=dict(kwargs) if isinstance(kwargs, dict) else {}, payload=payload,
+                       hostname=self.identity, task=payload["class"])
+
+    def _invoke(self, payload: dict[str, Any], target: Job | Task, queue: str, jid: str, request: Request | None,
+                events: task_events.RunEvents | None) -> Any:
         args = payload.get("args") or []
         kwargs = payload.get("kwargs") or {}
         if not isinstance(kwargs, dict):
@@ -225,13 +246,9 @@ class Executor:
                     return self._maybe_await(target.func(TaskContext(task_result=task_result), *args, **kwargs))
                 return self._maybe_await(target.func(*args, **kwargs))
         else:
-            retry_count = payload.get("retry_count")
-            request = Request(
-                id=jid, retries=(retry_count + 1) if isinstance(retry_count, int) else 0,
-                queue=queue, args=list(args), kwargs=dict(kwargs), payload=payload,
-            )
-
             def execute() -> Any:
+                if events is not None:
+                    events.before()
                 return self._maybe_await(target.run(request))
         run = execute
         if self.server_chain:
@@ -286,7 +303,7 @@ class Executor:
     # --- failure --------------------------------------------------------------------
     def _handle_failure(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any],
                         error: BaseException, job: Job | None, started: float, elapsed_ms: float,
-                        unknown: bool = False) -> None:
+                        unknown: bool = False, events: task_events.RunEvents | None = None) -> None:
         unit.processed = unit.failed = 1
         if unknown and self.config.unknown_class == "dead":
             decision = decide({**payload, "retry": 0}, error, None, unit.queue, self.config.max_retries)
@@ -294,6 +311,8 @@ class Executor:
         else:
             decision = decide(payload, error, job, unit.queue, self.config.max_retries)
         status = {"retry": "retry", "dead": "dead", "drop": "failed"}[decision.target]
+        if events is not None and events.started:  # before the filing, as Celery's hooks run before the ack
+            events.ended_badly(error, will_retry=decision.target == "retry")
         if not unknown:  # an unknown class has its own ERROR line already
             log_failure(logger, payload.get("jid", ""), payload["class"], unit.queue, error, status, elapsed_ms)
         self.history.record(payload.get("jid", ""), payload["class"], unit.queue, status, started,

@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from djwork import limiter, scripts
+from djwork import limiter, scripts, signals
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
@@ -158,6 +158,8 @@ class Launcher:
             if self.boot_sleeper.stopped or self._stopped:
                 return
             self._start_components()
+        if signals.worker_ready.receivers:  # Celery's worker_ready: every component runs
+            signals.send(signals.worker_ready, self)
 
     def _start_components(self) -> None:
         logger.info("djwork %s starting: identity=%s concurrency=%d queues=%s", self.process.version, self.identity,
@@ -250,6 +252,8 @@ class Launcher:
                 self._guarded("heartbeat-clear", self.heartbeat.clear)
             self._guarded("history", self.history.stop)
             self._guarded("limiter-identity", limiter.clear_process_identity)
+            if signals.worker_shutdown.receivers:
+                signals.send(signals.worker_shutdown, self)
             logger.info("djwork: stopped (%s)", self.identity)
         finally:
             # In a finally of its own, not just a guarded step: even an unwind

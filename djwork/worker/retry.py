@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from djwork.backtrace import encode_backtrace, exception_lines
-from djwork.jobs import Job, Retry
+from djwork.task_class import Retry
+from djwork.task_class import Task as Job  # a djwork job is a Task; this module needs no more of djwork.jobs
 
 ERROR_MESSAGE_LIMIT = 10_000
 
@@ -65,11 +66,18 @@ def max_retries_for(payload: dict[str, Any], default: int) -> int | None:
 
 
 def celery_backoff(job: Job, retries: int) -> float:
-    factor = 1 if job.retry_backoff is True else float(job.retry_backoff)
-    delay = min(float(job.retry_backoff_max), factor * (2 ** retries))
+    """Celery's exponential backoff: ``min(max, factor * 2**retries)`` whole seconds, jittered in [0, that]."""
+    factor = int(max(1.0, float(job.retry_backoff)))
+    delay = min(int(job.retry_backoff_max), factor * (2 ** retries))
     if job.retry_jitter:
-        delay = random.uniform(0, delay)
-    return delay
+        delay = random.randrange(delay + 1)
+    return max(0, delay)
+
+
+def autoretried(job: Job | None, error: BaseException) -> bool:
+    """Celery's autoretry rule: an ``autoretry_for`` exception that is not a ``dont_autoretry_for`` one."""
+    return (job is not None and bool(job.autoretry_for) and isinstance(error, job.autoretry_for)
+            and not isinstance(error, job.dont_autoretry_for))
 
 
 def sidekiq_backoff(count: int) -> float:
@@ -99,10 +107,12 @@ def decide(payload: dict[str, Any], error: BaseException, job: Job | None, queue
     limit = max_retries_for(payload, default_max)
     if requested is not None and requested.max_retries is not None:
         limit = requested.max_retries
+    automatic = requested is None and autoretried(job, error)
     # Celery's rule: with autoretry_for set, other exceptions fail the job at once.
-    if (job is not None and job.autoretry_for and requested is None
-            and not isinstance(error, job.autoretry_for)):
+    if job is not None and job.autoretry_for and requested is None and not automatic:
         limit = 0 if limit is not None else None
+    elif automatic and job is not None and limit is not None and job.retry_kwargs.get("max_retries") is not None:
+        limit = job.retry_kwargs["max_retries"]  # Celery passes retry_kwargs to self.retry()
     if limit is None:
         return Decision("drop", job_payload, now)
     retry_for = payload.get("retry_for")
@@ -117,6 +127,9 @@ def decide(payload: dict[str, Any], error: BaseException, job: Job | None, queue
         delay = float(requested.countdown)
     elif job is not None and job.retry_backoff and not requested:
         delay = celery_backoff(job, count)
+    elif automatic and job is not None:
+        # Celery's autoretry calls self.retry(**retry_kwargs): their countdown, else default_retry_delay.
+        delay = float(job.retry_kwargs.get("countdown", job.default_retry_delay))
     else:
         delay = sidekiq_backoff(count)
     return Decision("retry", job_payload, now + delay)
