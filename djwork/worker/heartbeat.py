@@ -30,6 +30,7 @@ import orjson
 from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
+from djwork.redis_outage import tracker as outage
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.memory import rss_kb
 from djwork.worker.metrics import ExecutionMetrics, queue_writes
@@ -84,12 +85,15 @@ class Heartbeat(PeriodicComponent):
         """One beat; raises if the presence write failed (so boot can retry the first one)."""
         self.flush_stats()
         self.write_presence()
-        if self.failing_since is not None:
+        # The presence write reached Redis: proof it is back, for every loop waiting on the outage.
+        said_back = outage.succeeded("heartbeat")
+        if self.failing_since is not None and not said_back:
             # The outage's end deserves a line too: without it the log shows a
             # run of failed beats and then silence, and nobody knows it recovered.
+            # (A declared outage's end is said by redis_outage: one line, not two.)
             logger.warning("djwork: Redis reachable again: the heartbeat is back after %.1fs of failed beats",
                            time.monotonic() - self.failing_since)
-            self.failing_since = None
+        self.failing_since = None
         self.beats += 1
         self.last_beat_monotonic = time.monotonic()
         taken = self.drain_signals()
