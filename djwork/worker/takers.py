@@ -259,8 +259,12 @@ class Takers:
                         continue
                     taker.connect()
                 except Exception as error:
-                    logger.warning("djwork: queue %s: %s", taker.queue, error)
-                    self._pause_quietly(FETCH_ERROR_PAUSE)
+                    name = f"taker {taker.queue}"
+                    if outage.failed(name, error):
+                        logger.debug("djwork: queue %s: %s", taker.queue, error)
+                    else:
+                        logger.warning("djwork: queue %s: %s", taker.queue, error)
+                    self._pause_quietly(max(FETCH_ERROR_PAUSE, outage.pause(name)))
                     continue
                 if self._reserve(queue_index, first):
                     paused = self._take_one(taker)
