@@ -6,12 +6,16 @@ The outage is a fault proxy in front of the suite's server refusing every dial
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 import time
 
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 
+from djwork.redis_outage import OutageTracker
 from tests import worker_jobs
 from tests.faultproxy import FaultProxy
 from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
@@ -58,3 +62,67 @@ def test_a_30s_outage_writes_a_few_lines_says_when_redis_is_back_and_every_job_r
         assert {name: ran[name] for name in expected if ran[name] != 1} == {}
         worker.send(signal.SIGTERM)
         assert worker.wait_exit(15) == 0
+
+
+def _tracker() -> OutageTracker:
+    tracker = OutageTracker()
+    tracker.configure("redis://127.0.0.1:1/0", max_pause=10)
+    return tracker
+
+
+def _outage_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == "djwork.redis"]
+
+
+def test_a_single_failure_is_not_an_outage(caplog):
+    caplog.set_level(logging.DEBUG, logger="djwork.redis")
+    tracker = _tracker()
+    cut = RedisConnectionError("Connection closed by server.")
+    assert tracker.failed("fetch", cut) is False  # the caller logs its own line, at its own level
+    assert tracker.pause("fetch") == 0.0  # and retries at once
+    assert tracker.succeeded("fetch") is False
+    assert tracker.failed("fetch", cut) is False  # a success in between: a new single failure
+    assert _outage_lines(caplog) == []
+
+
+def test_a_bad_command_is_never_an_outage():
+    tracker = _tracker()
+    for _ in range(5):
+        assert tracker.failed("fetch", ResponseError("WRONGTYPE")) is False
+    assert not tracker.declared
+
+
+def test_a_second_failure_in_a_row_declares_it_once_pauses_grow_to_the_cap_and_the_end_is_said(caplog):
+    caplog.set_level(logging.DEBUG, logger="djwork.redis")
+    tracker = _tracker()
+    refused = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+    assert tracker.failed("heartbeat", refused) is False
+    assert tracker.failed("heartbeat", refused) is True
+    assert tracker.failed("fetch", refused) is True  # other loops are quiet too once it is declared
+    pauses = []
+    for _ in range(8):
+        tracker.failed("heartbeat", refused)
+        pauses.append(tracker.pause("heartbeat"))
+    assert all(0.5 <= pause <= 10 for pause in pauses), pauses
+    assert pauses[-1] >= 5  # grew to the cap (jittered within its upper half)
+    lines = _outage_lines(caplog)
+    assert len(lines) == 1 and lines[0].startswith("djwork: Redis at redis://127.0.0.1:1/0 is unreachable")
+    assert tracker.succeeded("heartbeat") is True
+    assert re.match(r"djwork: Redis is back after \d+\.\ds \(redis://127\.0\.0\.1:1/0\)", _outage_lines(caplog)[-1])
+    assert not tracker.declared and tracker.pause("heartbeat") == 0.0
+
+
+def test_a_second_failed_dial_declares_it_and_nothing_happens_while_off(caplog):
+    caplog.set_level(logging.DEBUG, logger="djwork.redis")
+    tracker = _tracker()
+    refused = RedisConnectionError("refused")
+    tracker.dial_failed(refused)
+    assert not tracker.declared
+    tracker.dial_failed(refused)
+    assert tracker.declared
+    tracker.disable()
+    assert not tracker.declared
+    tracker.dial_failed(refused)
+    tracker.dial_failed(refused)
+    assert tracker.failed("fetch", refused) is False and tracker.failed("fetch", refused) is False
+    assert not tracker.declared
