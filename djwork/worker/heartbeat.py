@@ -63,6 +63,7 @@ class Heartbeat(PeriodicComponent):
         self.beats = 0
         self.last_beat_monotonic: float | None = None
         self.failing_since: float | None = None  # monotonic time of the first failed beat of an outage
+        self.outage_declared = False  # redis_outage said the outage (and will say, or said, its end)
         self._info: str | None = None
 
     def interval(self) -> float:
@@ -74,6 +75,7 @@ class Heartbeat(PeriodicComponent):
         except Exception:
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
+            self.outage_declared = self.outage_declared or outage.declared
             raise
 
     def info_json(self) -> str:
@@ -86,7 +88,8 @@ class Heartbeat(PeriodicComponent):
         self.flush_stats()
         self.write_presence()
         # The presence write reached Redis: proof it is back, for every loop waiting on the outage.
-        said_back = outage.succeeded("heartbeat")
+        said_back = outage.succeeded("heartbeat") or self.outage_declared
+        self.outage_declared = False
         if self.failing_since is not None and not said_back:
             # The outage's end deserves a line too: without it the log shows a
             # run of failed beats and then silence, and nobody knows it recovered.
