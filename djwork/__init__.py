@@ -4,6 +4,7 @@ from djwork.batches import Batch, BatchError
 from djwork.canvas import CanvasError, ChordError, Signature, chain, chord, chunks, group, signature
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
+from djwork.errors import RedisUnavailable
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
@@ -31,6 +32,7 @@ __all__ = [
     "Job",
     "JobRef",
     "MaxRetriesExceededError",
+    "RedisUnavailable",
     "Retry",
     "Signature",
     "Task",

@@ -28,16 +28,21 @@ from djwork import keys, scripts, signals
 from djwork import redis as redis_layer
 from djwork.batches import collect as batch_collect
 from djwork.conf import Config, get_config
+from djwork.errors import RedisUnavailable
 from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 from djwork.middleware import resolve_all, run_client_chain
 from djwork.payload import dumps
+from djwork.redis_url import public_location
 from djwork.unique import lock_of, lock_ttl_ms
 
 logger = logging.getLogger("djwork.client")
 
 
-class EnqueueError(RedisConnectionError):
+class EnqueueError(RedisUnavailable, RedisConnectionError):
     """Writing jobs failed on the connection; ``written`` says what the caller may assume.
+
+    A ``djwork.RedisUnavailable`` (what djwork raises whenever Redis can't be
+    reached), its message naming the Redis without its password.
 
     ``written`` is False when the error proves nothing reached Redis (the
     dial failed, no pooled connection was free): enqueueing again is safe.
@@ -61,10 +66,12 @@ def _write(commands: list[tuple[Any, ...]], jids: list[str]) -> list[Any]:
     try:
         return redis_layer.run(lambda conn: _pipelined(conn, commands))
     except (redis_layer.ConnectPhaseError, redis_layer.PoolExhaustedError) as error:
-        raise EnqueueError(f"{_jobs(jids)} not written: {error}", jids, written=False) from error
+        raise EnqueueError(f"{_jobs(jids)} not written: Redis at {public_location()} is unreachable ({error})",
+                           jids, written=False) from error
     except (RedisConnectionError, RedisTimeoutError) as error:
         kind = EnqueueTimeoutError if isinstance(error, RedisTimeoutError) else EnqueueError
-        raise kind(f"{_jobs(jids)} may or may not have been written (the connection failed after the "
+        raise kind(f"{_jobs(jids)} may or may not have been written (the connection to Redis at "
+                   f"{public_location()} failed after the "
                            f"write was sent; enqueueing again may run it twice): {error}", jids,
                            written=None) from error
 

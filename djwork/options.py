@@ -26,7 +26,7 @@ MAX_HORIZON = 100 * 365 * 24 * 3600
 # Sidekiq's jids are 24 hex digits, Celery's task ids UUIDs: letters, digits
 # and a little punctuation, nothing a key, a log line or a page must escape.
 JID = re.compile(r"\A[A-Za-z0-9_.:\-]{1,128}\Z")
-QUEUE_RULE = "letters, digits and _ : . - only, not empty"
+QUEUE_RULE = "ASCII letters of either case, digits and _ : . - only, not empty"
 
 
 class OptionError(ValueError, TypeError):

@@ -31,6 +31,7 @@ from djwork.redis_connections import (
     round_trips,
     url_and_options,
 )
+from djwork.redis_outage import tracker as outage
 
 logger = logging.getLogger("djwork.redis")
 T = TypeVar("T")
@@ -122,6 +123,8 @@ class RedisLayer:
 
     def notify(self, event: RedisEvent) -> None:
         level = logging.ERROR if event.kind == "gave_up" else logging.WARNING
+        if outage.declared:
+            level = logging.DEBUG  # the outage's own lines say it; listeners still get every event
         logger.log(level, "redis %s (%s) attempt %d purpose=%s idempotent=%s: %s: %s",
                    event.kind, event.reason, event.attempt, event.purpose, event.idempotent,
                    type(event.error).__name__, event.error)
@@ -163,6 +166,7 @@ class Attempt:
         state = self.state
         if error is None:
             state.done = True
+            outage.succeeded("redis")  # no lock unless something was failing
             return False
         if not isinstance(error, RedisError):
             state.done = True
@@ -202,6 +206,8 @@ class Attempt:
             layer.notify(make_event("gave_up", "idempotent" if state.idempotent else "connect"))
             state.done = True
             return False
+        if isinstance(error, ConnectPhaseError):
+            outage.dial_failed(error)
         layer.notify(make_event("retry", "idempotent" if state.idempotent else "connect"))
         time.sleep(layer.backoff_delay(state.number))
         return True

@@ -53,12 +53,11 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("DJWORK_EXAMPLE_DB", str(BASE_DIR / ".djwork" / "example.sqlite3")),
-    }
-}
+DATABASE_PATH = Path(os.environ.get("DJWORK_EXAMPLE_DB", BASE_DIR / ".djwork" / "example.sqlite3"))
+# SQLite creates the file but not its folder: in a fresh checkout `manage.py migrate`
+# failed with "unable to open database file" until ./dev had made .djwork/.
+DATABASE_PATH.parent.mkdir(parents=True, exist_ok=True)
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(DATABASE_PATH)}}
 
 USE_TZ = True
 TIME_ZONE = "UTC"

@@ -1,9 +1,11 @@
 from django.contrib import admin
 from django.urls import include, path
-from django.views.generic import RedirectView
+
+from example import views
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/djwork/", permanent=False)),
+    path("", views.index, name="example_index"),
+    path("enqueue/", views.enqueue, name="example_enqueue"),
     path("admin/", admin.site.urls),
     path("djwork/", include("djwork_dashboard.urls")),
 ]

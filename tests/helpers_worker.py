@@ -144,11 +144,12 @@ class Workers:
         return self._start([sys.executable, "manage.py", "runworkers", *args], label, redis_url, overrides, {})
 
     def gunicorn(self, port: int, *, overrides: dict[str, Any] | None = None, label: str | None = None,
-                 redis_url: str | None = None) -> Worker:
+                 redis_url: str | None = None, env: dict[str, str] | None = None) -> Worker:
         """gunicorn with tests/gunicorn_conf.py (djwork embedded in its worker), serving on 127.0.0.1:``port``."""
         label = label or f"gunicorn-{len(self.started) + 1}"
         command = [sys.executable, "-m", "gunicorn", "-c", "tests/gunicorn_conf.py", "example.wsgi"]
-        return self._start(command, label, redis_url, overrides, {"DJWORK_TEST_BIND": f"127.0.0.1:{port}"})
+        return self._start(command, label, redis_url, overrides,
+                           {"DJWORK_TEST_BIND": f"127.0.0.1:{port}", **(env or {})})
 
     def _start(self, command: list[str], label: str, redis_url: str | None, overrides: dict[str, Any] | None,
                extra_env: dict[str, str]) -> Worker:

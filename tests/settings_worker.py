@@ -29,3 +29,11 @@ LOGGING = {
     "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
     "loggers": {"djwork": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
 }
+
+# Static files as docs/deployment.md serves them under gunicorn: collectstatic into
+# STATIC_ROOT, WhiteNoise right after SecurityMiddleware. Only for the test that sets it.
+if os.environ.get("DJWORK_TEST_STATIC_ROOT"):
+    STATIC_ROOT = os.environ["DJWORK_TEST_STATIC_ROOT"]
+    MIDDLEWARE = [*MIDDLEWARE]  # noqa: F405
+    MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+                      "whitenoise.middleware.WhiteNoiseMiddleware")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 from django.test import override_settings
@@ -14,6 +18,7 @@ from djwork.worker.health import port_open
 from tests import process_jobs
 from tests.helpers_worker import free_port, http_get, identities, pid_alive, wait_until, workers  # noqa: F401
 
+ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 3  # the drain deadline (DJWORK TIMEOUT) every gunicorn here runs with
 
 
@@ -62,6 +67,24 @@ def test_jobs_run_in_the_gunicorn_worker_and_drain_on_term(workers, raw_redis): 
     log = server.log()
     assert f"djwork: stopped ({identity})" in log
     assert "Exception during worker exit" not in log
+
+
+@pytest.mark.slow
+def test_gunicorn_serves_the_dashboards_static_files_through_whitenoise(workers, raw_redis, tmp_path):  # noqa: F811
+    # gunicorn serves no static files itself; docs/deployment.md's recipe (collectstatic + WhiteNoise) must.
+    static_root = tmp_path / "static"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_worker", "DJWORK_TEST_STATIC_ROOT": str(static_root)}
+    collected = subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput"], cwd=ROOT, env=env,
+                               capture_output=True, text=True, timeout=120)
+    assert collected.returncode == 0, collected.stdout + collected.stderr
+    assert (static_root / "djwork_dashboard" / "dashboard.css").is_file()
+    port = free_port()
+    server = workers.gunicorn(port, overrides={"TIMEOUT": TIMEOUT}, label="gunicorn",
+                              env={"DJWORK_TEST_STATIC_ROOT": str(static_root)})
+    _embedded_identity(raw_redis, server)
+    status, body = http_get(port, "/static/djwork_dashboard/dashboard.css")
+    assert status == 200, body
+    assert body == (ROOT / "static" / "djwork_dashboard" / "dashboard.css").read_text()
 
 
 @pytest.mark.slow

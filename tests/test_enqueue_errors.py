@@ -45,3 +45,16 @@ def test_a_bulk_push_names_its_jobs(raw_redis, redis_at):
         jobs.add.delay_many([(1,), (2,), (3,)])
     assert raised.value.written is False and len(raised.value.jids) == 3
     assert "3 jobs" in str(raised.value)
+
+
+def test_enqueue_while_redis_is_down_raises_redis_unavailable_naming_the_url_without_its_password(
+        raw_redis, redis_at):
+    port = free_port()  # closed: nothing listens
+    redis_at(f"redis://:s3cret-pw@127.0.0.1:{port}/3")
+    with pytest.raises(djwork.RedisUnavailable) as raised:
+        jobs.add.delay(1)
+    message = str(raised.value)
+    assert f"Redis at redis://127.0.0.1:{port}/3 is unreachable" in message
+    assert "s3cret-pw" not in message
+    assert raised.value.jids[0] in message
+    assert djwork.RedisUnavailable is djwork.api.RedisUnavailable  # one class, whichever door a caller uses

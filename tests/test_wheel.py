@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,9 @@ PACKAGES = ("djwork", "djwork_dashboard")
 # Not part of a source tree, and build/ or *.egg-info left over would leak stale files into the wheel.
 NOT_SOURCE = shutil.ignore_patterns(".venv", ".git", "build", "dist", "*.egg-info", "__pycache__", "*.pyc",
                                     ".djwork", ".pytest_cache", ".ruff_cache", "test-artifacts", "node_modules")
+
+
+WARNING = re.compile(r"warning|deprecat|absent from", re.IGNORECASE)
 
 
 def run(command: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
@@ -59,8 +63,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(ROOT, src, symlinks=True, ignore=NOT_SOURCE)
     out = tmp_path_factory.mktemp("dist")
     # --no-isolation: setuptools and wheel come from the test extra, no download per run.
-    run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
-        env=clean_env(), cwd=out)
+    # PYTHONDONTWRITEBYTECODE makes setuptools print "byte-compiling is disabled": the
+    # environment's noise, not the project's, so the build runs without it.
+    env = {key: value for key, value in clean_env().items() if key != "PYTHONDONTWRITEBYTECODE"}
+    result = run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
+                 env=env, cwd=out)
+    # A deprecated pyproject key or a data directory missing from the package list is
+    # only a warning today and a broken build tomorrow: the build must be warning-free.
+    warnings = [line for line in (result.stdout + result.stderr).splitlines() if WARNING.search(line)]
+    assert not warnings, "the wheel build printed warnings:\n" + "\n".join(warnings)
     wheels = list(out.glob("djwork-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
@@ -87,8 +98,9 @@ def test_wheel_carries_the_dashboard_templates(wheel_names):
 
 
 def test_wheel_carries_the_static_files(wheel_names):
-    # static/ may hold only empty directories so far; each file that exists must ship.
-    for path in files_under(ROOT / "static"):
+    static = files_under(ROOT / "static")
+    assert any(path.match("djwork_dashboard/*.css") for path in static)
+    for path in static:
         assert f"djwork/static/{path.relative_to(ROOT / 'static').as_posix()}" in wheel_names
 
 
@@ -99,6 +111,10 @@ def test_wheel_carries_every_python_module(wheel_names):
             # The symlinked data directories are covered above and hold no code.
             if path.suffix == ".py" and path.relative_to(ROOT).parts[1] not in ("lua", "templates", "static"):
                 assert path.relative_to(ROOT).as_posix() in wheel_names
+
+
+def test_wheel_carries_the_license(wheel_names):
+    assert any(name.endswith(".dist-info/licenses/LICENSE") for name in wheel_names), sorted(wheel_names)
 
 
 def test_wheel_ships_only_the_two_packages(wheel_names):

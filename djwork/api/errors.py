@@ -1,28 +1,5 @@
-"""What djwork.api raises: one family, so a caller (the dashboard, a management command) never needs redis-py's."""
+"""What djwork.api raises (defined in djwork.errors, a leaf module the enqueue path can import too)."""
 
-from __future__ import annotations
+from djwork.errors import ApiError, EmbeddedProcess, NotRetryable, RedisUnavailable, StaleEntry
 
-
-class ApiError(Exception):
-    """An admin action that could not be done; the message is meant for the person who asked."""
-
-
-class StaleEntry(ApiError):
-    """The entry is no longer where it was read (already run, retried, moved or deleted)."""
-
-
-class NotRetryable(ApiError):
-    """The entry can't be pushed back to a queue (its payload is unreadable)."""
-
-
-class EmbeddedProcess(ApiError):
-    """Sidekiq 7 refuses quiet/stop for embedded processes: their host application owns their lifecycle."""
-
-
-class RedisUnavailable(ApiError):
-    """Redis could not be reached, or refused the command; ``__cause__`` is redis-py's error.
-
-    Raised after djwork.redis's replay policy has given up, so there is nothing
-    left to try on this call: the caller shows it (the dashboard answers 503)
-    or tries again later.
-    """
+__all__ = ["ApiError", "EmbeddedProcess", "NotRetryable", "RedisUnavailable", "StaleEntry"]

@@ -12,6 +12,8 @@ import logging
 import threading
 from collections.abc import Callable
 
+from djwork.redis_outage import tracker as outage
+
 logger = logging.getLogger("djwork.worker")
 
 JOIN_TIMEOUT = 5.0
@@ -95,9 +97,15 @@ class PeriodicComponent:
         while True:
             try:
                 self.tick()
-            except Exception:
-                logger.exception("djwork %s tick failed", self.name)
-            if self._sleeper.wait(self.interval()):
+                outage.reset_streak(self.name)
+            except Exception as error:
+                # Once the outage is declared (djwork/redis_outage.py) its own lines say it: one
+                # traceback per tick per loop was most of the ~120 lines 30 s of outage wrote.
+                if outage.failed(self.name, error):
+                    logger.debug("djwork %s tick failed", self.name, exc_info=True)
+                else:
+                    logger.exception("djwork %s tick failed", self.name)
+            if self._sleeper.wait(max(self.interval(), outage.pause(self.name))):
                 return
 
     def stop(self, timeout: float = JOIN_TIMEOUT) -> None:

@@ -22,6 +22,7 @@ import logging
 import threading
 import time
 
+from djwork.redis_outage import tracker as outage
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import safe_thread
 from djwork.worker.fetch import Ack, Fetcher, UnitOfWork
@@ -93,8 +94,13 @@ class Dispatcher:
         """
         try:
             units = self.fetcher.fetch(limit, acks)
-        except Exception:
-            logger.exception("djwork: fetch failed; reconciling with Redis before fetching again")
+        except Exception as error:
+            # A single lost reply keeps its line (and its immediate reconcile); a declared
+            # outage is said once by redis_outage, not on every retry.
+            if outage.failed("fetch", error):
+                logger.debug("djwork: fetch failed; reconciling with Redis before fetching again", exc_info=True)
+            else:
+                logger.exception("djwork: fetch failed; reconciling with Redis before fetching again")
             with self.condition:
                 self.fetching = False
                 self.backlog = False
@@ -103,6 +109,7 @@ class Dispatcher:
                 self.acks.reply_lost()
                 self.condition.notify_all()
             return None
+        outage.succeeded("fetch")
         self._hand_out(units, held=limit, fetched=True)
         return units
 
@@ -207,7 +214,7 @@ class Dispatcher:
     def _pause_after_error(self) -> None:
         with self.condition:
             if not self.slots.quieted:
-                self.condition.wait(FETCH_ERROR_PAUSE)
+                self.condition.wait(max(FETCH_ERROR_PAUSE, outage.pause("fetch"), outage.pause("reconcile")))
 
     # --- reconcile after a lost reply -----------------------------------------------------------
     def _reconcile_with_takers_out(self, acks: list[Ack]) -> bool:
@@ -223,11 +230,15 @@ class Dispatcher:
         """After a fetch whose reply was lost: adopt what it moved, resend acks it didn't apply (acks.py)."""
         try:
             held = self.fetcher.in_progress()
-        except Exception:
-            logger.exception("djwork: reconcile read failed")
+        except Exception as error:
+            if outage.failed("reconcile", error):
+                logger.debug("djwork: reconcile read failed", exc_info=True)
+            else:
+                logger.exception("djwork: reconcile read failed")
             with self.condition:
                 self.acks.put_back(acks)
             return False
+        outage.succeeded("reconcile")
         with self.condition:
             moved = self.acks.settle_lost_round_trip(held, self.slots.running, acks)
         adopted = [UnitOfWork(self.fetcher.queue_names[index - 1], index, raw,

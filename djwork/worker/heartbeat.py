@@ -30,6 +30,7 @@ import orjson
 from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
+from djwork.redis_outage import tracker as outage
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.memory import rss_kb
 from djwork.worker.metrics import ExecutionMetrics, queue_writes
@@ -62,6 +63,7 @@ class Heartbeat(PeriodicComponent):
         self.beats = 0
         self.last_beat_monotonic: float | None = None
         self.failing_since: float | None = None  # monotonic time of the first failed beat of an outage
+        self.outage_declared = False  # redis_outage said the outage (and will say, or said, its end)
         self._info: str | None = None
 
     def interval(self) -> float:
@@ -73,6 +75,7 @@ class Heartbeat(PeriodicComponent):
         except Exception:
             if self.failing_since is None:
                 self.failing_since = time.monotonic()
+            self.outage_declared = self.outage_declared or outage.declared
             raise
 
     def info_json(self) -> str:
@@ -84,12 +87,16 @@ class Heartbeat(PeriodicComponent):
         """One beat; raises if the presence write failed (so boot can retry the first one)."""
         self.flush_stats()
         self.write_presence()
-        if self.failing_since is not None:
+        # The presence write reached Redis: proof it is back, for every loop waiting on the outage.
+        said_back = outage.succeeded("heartbeat") or self.outage_declared
+        self.outage_declared = False
+        if self.failing_since is not None and not said_back:
             # The outage's end deserves a line too: without it the log shows a
             # run of failed beats and then silence, and nobody knows it recovered.
+            # (A declared outage's end is said by redis_outage: one line, not two.)
             logger.warning("djwork: Redis reachable again: the heartbeat is back after %.1fs of failed beats",
                            time.monotonic() - self.failing_since)
-            self.failing_since = None
+        self.failing_since = None
         self.beats += 1
         self.last_beat_monotonic = time.monotonic()
         taken = self.drain_signals()

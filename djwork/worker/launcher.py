@@ -32,6 +32,8 @@ from typing import Any
 from djwork import limiter, scripts, signals
 from djwork import redis as redis_layer
 from djwork.conf import Config
+from djwork.redis_outage import tracker as outage
+from djwork.redis_url import public_location
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
 from djwork.worker.execution import Executor
 from djwork.worker.fetch import Fetcher, IsolationGate
@@ -130,6 +132,13 @@ class Launcher:
             if self._started or self._stopped:
                 return
             self._started = True
+        # Loops pause at most one heartbeat interval (and 30 s): a longer pause would leave Redis
+        # back but this process's presence lapsing, its jobs eligible for orphan recovery.
+        try:
+            location = public_location(self.config)
+        except Exception:  # a CACHE alias that can't be read: the check names it; the line names no URL
+            location = "(the configured Redis)"
+        outage.configure(location, max_pause=self.config.heartbeat_interval)
         try:
             self._boot()
         except BaseException:
@@ -211,6 +220,7 @@ class Launcher:
         with self._lifecycle:
             already = self._stopped
             self._stopped = True
+        outage.disable()  # the shutdown's own Redis errors, if any, are worth each line
         if already:
             # A stop is already draining on another thread (an embedded worker
             # stopped from the dashboard): returning now would let the host exit

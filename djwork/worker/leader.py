@@ -28,6 +28,7 @@ from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.cron.clock import Clock
+from djwork.redis_outage import tracker as outage
 from djwork.worker.component import JOIN_TIMEOUT, PeriodicComponent
 
 logger = logging.getLogger("djwork.worker")
@@ -87,9 +88,13 @@ class Leader(PeriodicComponent):
                 return
             self._campaign()
             self._failed = False
+            outage.succeeded("leader election")
         except Exception as error:
             self._failed = True
-            logger.warning("djwork: leader election round failed (%s); retrying", error)
+            if outage.failed("leader election", error):
+                logger.debug("djwork: leader election round failed (%s); retrying", error)
+            else:
+                logger.warning("djwork: leader election round failed (%s); retrying", error)
 
     def _renew(self) -> bool:
         sent = time.monotonic()

@@ -29,6 +29,7 @@ from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.key_types import WrongTypeKey
 from djwork.payload import StoredPayload, stored_payload
+from djwork.redis_outage import tracker as outage
 from djwork.worker import key_guard as worker_key_guard
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
@@ -258,8 +259,12 @@ class Takers:
                         continue
                     taker.connect()
                 except Exception as error:
-                    logger.warning("djwork: queue %s: %s", taker.queue, error)
-                    self._pause_quietly(FETCH_ERROR_PAUSE)
+                    name = f"taker {taker.queue}"
+                    if outage.failed(name, error):
+                        logger.debug("djwork: queue %s: %s", taker.queue, error)
+                    else:
+                        logger.warning("djwork: queue %s: %s", taker.queue, error)
+                    self._pause_quietly(max(FETCH_ERROR_PAUSE, outage.pause(name)))
                     continue
                 if self._reserve(queue_index, first):
                     paused = self._take_one(taker)
@@ -344,13 +349,18 @@ class Takers:
         if isinstance(error, WrongTypeKey):
             self._repair(taker, error)
         elif error is not None:
-            logger.warning("djwork: waiting on queue %s failed: %s", taker.queue, error)
+            if outage.failed(f"taker {taker.queue}", error):
+                logger.debug("djwork: waiting on queue %s failed: %s", taker.queue, error)
+            else:
+                logger.warning("djwork: waiting on queue %s failed: %s", taker.queue, error)
         elif taker.wrong_type_streak:
             taker.wrong_type_streak = False
             logger.info("djwork: waiting on queue %s works again", taker.queue)
-        if error is not None:
+        if error is None:
+            outage.succeeded(f"taker {taker.queue}")
+        else:
             self.on_arrival()
-            self._pause_quietly(FETCH_ERROR_PAUSE)
+            self._pause_quietly(max(FETCH_ERROR_PAUSE, outage.pause(f"taker {taker.queue}")))
         return paused
 
     def _repair(self, taker: QueueTaker, error: WrongTypeKey) -> None:

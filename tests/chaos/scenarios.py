@@ -35,8 +35,18 @@ from tests.chaos.ledger import Fault, Ledger, Outcome, leftovers, outcome
 from tests.helpers_worker import Worker, Workers, wait_until
 
 QUEUE = "default"
-HEARTBEAT_FAILED = "djwork heartbeat tick failed"  # logged once per failed beat (every second here)
-REACHABLE_AGAIN = "Redis reachable again"  # the heartbeat's first success after failures
+HEARTBEAT_FAILED = "djwork heartbeat tick failed"  # logged per failed beat until an outage is declared
+OUTAGE_DECLARED = "is unreachable ("  # djwork/redis_outage.py: the outage's one line; beats fail at DEBUG after it
+REACHABLE_AGAIN = "Redis reachable again"  # the heartbeat's first success after failures that made no outage
+BACK_AFTER = "Redis is back after"  # the end of a declared outage
+
+
+def saw_redis_fail(log: str) -> int:
+    return log.count(HEARTBEAT_FAILED) + log.count(OUTAGE_DECLARED)
+
+
+def saw_redis_back(log: str) -> bool:
+    return REACHABLE_AGAIN in log or BACK_AFTER in log
 # Faults that hit every process at once (a Redis restart, connection kills) must
 # not also make a live process look dead: its jobs would run twice because the
 # test's ORPHAN_THRESHOLD (3 s) is short, not because of the fault. 10 s keeps
@@ -225,21 +235,21 @@ def redis_restart(chaos: Chaos, *, jobs_count: int = 300, concurrency: int = 5, 
             registered(worker, work)
         jids = enqueue(server.url, jobs.work, [(seconds,)] * jobs_count)
         wait_until(lambda: chaos.finished() >= jobs_count // 3, 60, "a third of the jobs done")
-        failed_before = [worker.log().count(HEARTBEAT_FAILED) for worker in workers]
+        failed_before = [saw_redis_fail(worker.log()) for worker in workers]
         at = time.time()
         server.kill()
         # Down until every worker has seen it: each logs a failed beat.
-        wait_until(lambda: all(worker.log().count(HEARTBEAT_FAILED) > before
+        wait_until(lambda: all(saw_redis_fail(worker.log()) > before
                                for worker, before in zip(workers, failed_before, strict=True)), 30,
-                   "every worker to log a failed heartbeat")
+                   "every worker to log a failed heartbeat or the outage")
         server.start()
         ended = time.time()
         drained = wait_drained(chaos, work, jids, timeout)
         # Each worker's heartbeat logs its return (it may still be backing off when the drain ends).
         with contextlib.suppress(AssertionError):
-            wait_until(lambda: all(REACHABLE_AGAIN in worker.log() for worker in workers), 30,
+            wait_until(lambda: all(saw_redis_back(worker.log()) for worker in workers), 30,
                        "every worker to log that Redis is back")
-        back = sum(REACHABLE_AGAIN in worker.log() for worker in workers)
+        back = sum(saw_redis_back(worker.log()) for worker in workers)
         return outcome("Redis restart (kill -9, AOF fsync always)", chaos.ledger, work, jids,
                        [Fault(at, ended)], drained_in_time=drained,
                        facts={"outage seconds": round(ended - at, 2), "workers that logged 'reachable again'": back,

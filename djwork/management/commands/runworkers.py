@@ -8,19 +8,47 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from djwork.checks import QUEUE_NAME
-from djwork.conf import build_config, parse_queue
+from djwork.conf import build_config
+from djwork.options import QUEUE_RULE
+
+SIGNALS = """signals:
+  TERM, INT  stop fetching, let running jobs finish for --timeout seconds, push the
+             unfinished ones back onto their queues, exit
+  TSTP       quiet: stop fetching new jobs, finish the running ones, stay up (then TERM)
+  TTIN       write every thread's stack to the log (a stuck job's line)
+The dashboard's Quiet and Stop buttons send TSTP and TERM; a process takes them at its
+next heartbeat (HEARTBEAT_INTERVAL)."""
 
 
 def queue_option(value: str) -> tuple[str, int]:
-    try:
-        name, weight = parse_queue(value)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"{value!r}: weight must be an integer ({error})") from None
+    name, comma, weight_text = value.partition(",")
+    name = name.strip()
+    weight = 0
+    if comma:
+        try:
+            weight = int(weight_text)
+        except ValueError:
+            # int()'s own "invalid literal for int() with base 10" names neither the option nor the fix.
+            raise argparse.ArgumentTypeError(
+                f"{value!r}: the weight after the comma must be a whole number, as in {name or 'default'},3"
+            ) from None
     if not QUEUE_NAME.match(name):
-        raise argparse.ArgumentTypeError(f"{value!r}: queue names use only a-z, 0-9, _ : . -")
+        raise argparse.ArgumentTypeError(f"{value!r}: {name!r} is not a queue name ({QUEUE_RULE})")
     if weight < 0:
-        raise argparse.ArgumentTypeError(f"{value!r}: weight must be >= 0")
+        raise argparse.ArgumentTypeError(f"{value!r}: the weight must be 0 or more")
     return name, weight
+
+
+def _current() -> Any:
+    """This project's settings, for the defaults --help shows; None if they can't be read."""
+    try:
+        return build_config()
+    except Exception:  # --help must print even when the settings are broken (manage.py check names them)
+        return None
+
+
+def _queues_text(queues: Any) -> str:
+    return " ".join(f"{name},{weight}" if weight else name for name, weight in queues)
 
 
 def positive_int(value: str) -> int:
@@ -53,16 +81,30 @@ def port(value: str) -> int:
 class Command(BaseCommand):
     help = "Run djwork workers: fetch jobs from Redis and run them until TERM/INT."
 
+    def create_parser(self, prog_name: str, subcommand: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        parser.epilog = SIGNALS
+        # Django's formatter reflows text; the signal table must keep its lines.
+        parser.formatter_class = type("Formatter", (parser.formatter_class, argparse.RawDescriptionHelpFormatter), {})
+        return parser
+
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("-c", "--concurrency", type=positive_int, help="processor threads (default CONCURRENCY)")
+        config = _current()
+        concurrency = config.concurrency if config else "CONCURRENCY"
+        queues = _queues_text(config.queues) if config else "QUEUES"
+        timeout = f"{config.timeout:g}" if config else "TIMEOUT"
+        parser.add_argument("-c", "--concurrency", type=positive_int,
+                            help=f"processor threads (default: the CONCURRENCY setting, {concurrency} here)")
         parser.add_argument("-q", "--queues", "--queue", dest="queues", action="append", type=queue_option,
                             metavar="NAME[,WEIGHT]",
                             help="queue to work, repeatable; weights share the fetches by weight "
-                                 "(weighted round-robin), no weights a strict order")
-        parser.add_argument("--timeout", type=non_negative_float, help="seconds to drain on shutdown (TIMEOUT)")
+                                 "(weighted round-robin), no weights a strict order; queue names: "
+                                 f"{QUEUE_RULE} (default: the QUEUES setting, {queues} here)")
+        parser.add_argument("--timeout", type=non_negative_float,
+                            help=f"seconds to drain on shutdown (default: the TIMEOUT setting, {timeout} here)")
         parser.add_argument("--tag", help="a label shown next to this process in the dashboard")
         parser.add_argument("--processes", type=positive_int, default=1,
-                            help="fork N worker processes from one supervising parent (swarm)")
+                            help="fork N worker processes from one supervising parent (swarm; default 1)")
         parser.add_argument("--max-memory", type=positive_int, metavar="MB",
                             help="restart a worker process gracefully once its RSS exceeds MB (implies a swarm)")
         parser.add_argument("--health-port", type=port, help="serve /live and /ready on this port (HEALTH_PORT)")
