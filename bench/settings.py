@@ -14,6 +14,7 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memor
 DJWORK = {
     "REDIS_URL": os.environ["BENCH_REDIS_URL"],
     "CONCURRENCY": 10,
+    "ASYNC_CONCURRENCY": int(os.environ.get("BENCH_ASYNC_CONCURRENCY", "100")),
     "QUEUES": ["bench"],
     "LOG_JOBS": False,
     # ./dev bench cpu_per_job --metrics both: the same drain with execution metrics on and off.

@@ -35,6 +35,7 @@ class Config:
     cache: str | None
     redis_options: dict[str, Any]
     concurrency: int
+    async_concurrency: int
     queues: tuple[tuple[str, int], ...]
     capsules: tuple[Capsule, ...]
     timeout: float

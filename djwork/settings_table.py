@@ -115,6 +115,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "CONCURRENCY", 10, count, "djwork.E004", "processor threads per process, e.g. 10", "Worker",
         'Processor threads of the default capsule, per process. An integer >= 1 (`True` and `"10"` are rejected).'),
     SettingSpec(
+        "ASYNC_CONCURRENCY", 100, count, "djwork.E070", "coroutine jobs at once per capsule, e.g. 100", "Worker",
+        "Places for coroutine jobs (`async def` functions decorated with `@djwork.job`), per capsule, on one event"
+        " loop thread per process, apart from the `CONCURRENCY` threads: a processor thread parses the job and"
+        " hands it to the loop, so thousands of jobs awaiting I/O run at once without a thread each. An integer"
+        " >= 1. Coroutine jobs with `limits`/`rate_limit`, and every coroutine job while `SERVER_MIDDLEWARE` is"
+        " set, run on a processor thread instead (docs/performance.md, I/O-bound jobs)."),
+    SettingSpec(
         "QUEUES", ["default"], queue_list, "djwork.E005", QUEUES_HINT, "Worker",
         "Queues of the default capsule. Names alone: strict order, first queue first. `(name, weight)` pairs or"
         ' `"name,weight"` strings with integer weights >= 0: each fetch starts with the queue a smooth weighted'

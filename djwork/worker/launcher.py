@@ -33,6 +33,7 @@ from djwork import limiter, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
+from djwork.worker.coroutines import Coroutines
 from djwork.worker.execution import Executor
 from djwork.worker.fetch import Fetcher, IsolationGate
 from djwork.worker.health import WorkerProbes, health_server
@@ -86,9 +87,13 @@ class Launcher:
         self.history = HistoryRecorder(self.identity, config.history_max_length)
         self.metrics = ExecutionMetrics() if config.metrics else None
         executor = Executor(config, self.identity, self.history, self.work, self.metrics)
+        # One event loop thread for every capsule's coroutine jobs (docs/performance.md, I/O-bound jobs).
+        self.coroutines = Coroutines()
+        executor.coroutines_enabled = True
         self.managers = [
             Manager(capsule, fetcher, executor, self.request_shutdown,
-                    fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout)
+                    fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout,
+                    coroutines=self.coroutines, async_places=config.async_concurrency)
             for capsule, fetcher in zip(config.capsules, fetchers, strict=True)
         ]
         self.heartbeat = Heartbeat(config, self.process, self.state, self.work, self.take_counts, in_progress_keys,
@@ -165,6 +170,7 @@ class Launcher:
         self.history.start()
         self.heartbeat.start()
         self.key_guard.start()
+        self.coroutines.start()
         for manager in self.managers:
             manager.start()
         self.poller.start()
@@ -240,6 +246,8 @@ class Launcher:
             self._guarded("periodic", self.periodic.stop)
             self._guarded("queue-sampler", self.queue_sampler.stop)
             self._guarded("leader", self.leader.stop)
+            # After the managers: each cancelled its own coroutines at its deadline.
+            self._guarded("coroutines", self.coroutines.stop)
             self._guarded("reaper", self.reaper.stop)
             self._guarded("key-guard", self.key_guard.stop)
             # Joined before clearing: a beat still in flight would SADD us back into
