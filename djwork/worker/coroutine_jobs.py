@@ -26,7 +26,6 @@ from djwork.worker.process import base36
 if TYPE_CHECKING:
     from djwork.jobs import Job
     from djwork.worker.acks import AckBuffer
-    from djwork.worker.execution import Executor
     from djwork.worker.fetch import UnitOfWork
 
 logger = logging.getLogger("djwork")
@@ -38,7 +37,9 @@ _tids = itertools.count(1)
 
 @dataclass(slots=True)
 class CoroutineJob:
-    executor: Executor
+    # The execution.Executor that prepared the job (its begin/request/settle/work): typed loosely,
+    # since the Executor builds CoroutineJobs and a type import back would be a cycle.
+    executor: Any
     unit: UnitOfWork
     acks: AckBuffer
     payload: dict[str, Any]

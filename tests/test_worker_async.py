@@ -1,0 +1,81 @@
+"""Coroutine jobs on the worker's event loop, in real ``runworkers`` processes (docs/performance.md, I/O-bound jobs).
+
+Each test waits on Redis state the jobs or the worker leave, never on time.
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests import async_jobs
+from tests.helpers_worker import counts, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+THREADS = 2
+
+
+def test_coroutine_jobs_run_many_at_once_on_few_threads(workers, raw_redis):  # noqa: F811
+    # 60 at once are needed before any of them finishes: on 2 threads alone, never.
+    async_jobs.gather.delay_many([(index, 60) for index in range(200)])
+    workers.start("-c", str(THREADS), overrides={"LOG_JOBS": False})
+    wait_until(lambda: len(counts(raw_redis)) == 200, 60, "all 200 coroutine jobs done")
+    assert set(counts(raw_redis).values()) == {1}
+    assert int(raw_redis.get(async_jobs.MOST)) > THREADS
+    assert int(raw_redis.get(async_jobs.MOST)) <= 100  # ASYNC_CONCURRENCY's default: places are a bound
+    wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "every ack settled")
+    assert raw_redis.llen("queue:default") == 0
+
+
+def test_a_failing_coroutine_job_goes_to_retry_with_its_error(workers, raw_redis):  # noqa: F811
+    ref = async_jobs.fails.delay("f1")
+    workers.start("-c", str(THREADS))
+    wait_until(lambda: raw_redis.zcard("retry") == 1, 30, "the failed coroutine job in retry")
+    ((payload, _score, _raw),) = zset_jobs(raw_redis, "retry")
+    assert payload["jid"] == ref.jid
+    assert payload["error_class"] == "ValueError"
+    assert payload["error_message"] == "coroutine job f1 failed"
+    assert payload["retry_count"] == 0
+    wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "its in-progress entry removed")
+    # The same history entry a failing thread job leaves (flushed every 250 ms).
+    entries = wait_until(lambda: [{key.decode(): value.decode() for key, value in fields.items()}
+                                  for _id, fields in raw_redis.xrange("djwork:history")], 20, "its history entry")
+    assert [(entry["jid"], entry["status"], entry["error_class"]) for entry in entries] == [
+        (ref.jid, "retry", "ValueError")]
+
+
+def test_term_cancels_coroutine_jobs_at_the_deadline_and_a_later_worker_runs_them_once(workers, raw_redis):  # noqa: F811
+    async_jobs.hangs_first_time.delay_many([(index,) for index in range(5)])
+    first = workers.start("-c", str(THREADS), overrides={"TIMEOUT": 1}, label="first")
+    wait_until(lambda: len(raw_redis.hgetall("t:starts")) == 5, 30, "all five coroutine jobs started")
+    first.send(signal.SIGTERM)
+    assert first.wait_exit(30) == 0
+    assert first.log().count("cancelled at the shutdown deadline") == 5
+    assert raw_redis.llen("queue:default") == 5
+    assert not any(in_progress_items(raw_redis).values())
+    assert raw_redis.zcard("retry") == 0 and raw_redis.zcard("dead") == 0
+    assert counts(raw_redis) == {}
+
+    workers.start("-c", str(THREADS), label="second")
+    wait_until(lambda: len(counts(raw_redis)) == 5, 30, "the requeued jobs completed")
+    assert set(counts(raw_redis).values()) == {1}
+    assert {int(value) for value in raw_redis.hvals("t:starts")} == {2}
+
+
+def test_kill_minus_nine_mid_coroutine_job_runs_it_again_once_after_recovery(workers, raw_redis):  # noqa: F811
+    overrides = {"ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5}
+    async_jobs.hangs_first_time.delay("k1")
+    victim = workers.start("-c", str(THREADS), overrides=overrides, label="victim")
+    wait_until(lambda: raw_redis.hget("t:starts", "k1") == b"1", 30, "the coroutine job started")
+    victim.send(signal.SIGKILL)
+    assert victim.wait_exit(10) == -signal.SIGKILL
+    assert sum(len(items) for items in in_progress_items(raw_redis).values()) == 1
+
+    rescuer = workers.start("-c", str(THREADS), overrides=overrides, label="rescuer")
+    wait_until(lambda: counts(raw_redis).get("k1") == 1, 60, "the orphaned coroutine job run again")
+    rescuer.wait_log("recovered", 20)
+    wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "its ack settled")
+    assert raw_redis.hget("t:starts", "k1") == b"2"
+    assert counts(raw_redis) == {"k1": 1}
