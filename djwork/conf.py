@@ -36,6 +36,8 @@ class Config:
     redis_options: dict[str, Any]
     concurrency: int
     async_concurrency: int
+    embedded_yield: float
+    embedded_max_jobs_per_second: float | None
     queues: tuple[tuple[str, int], ...]
     capsules: tuple[Capsule, ...]
     timeout: float

@@ -6,10 +6,11 @@ One line, either on the command line::
 
 or in your own ``gunicorn.conf.py`` (keeps your other settings)::
 
-    from djwork.gunicorn import *  # noqa: F403  (post_worker_init, worker_exit)
+    from djwork.gunicorn import *  # noqa: F403  (post_worker_init, worker_exit, pre_request, post_request)
 
 If your config already defines these hooks, call ours from yours:
-``djwork.gunicorn.post_worker_init(worker)`` / ``djwork.gunicorn.worker_exit(server, worker)``.
+``djwork.gunicorn.post_worker_init(worker)`` / ``djwork.gunicorn.worker_exit(server, worker)`` (and
+``pre_request(worker, req)`` / ``post_request(worker, req, environ, resp)``).
 
 Why these two hooks:
 
@@ -24,6 +25,10 @@ Why these two hooks:
   worker; we keep a margin so the heartbeat clear and requeue still land.
   (A SIGKILLed worker loses nothing: orphan recovery returns its jobs.)
 
+* ``pre_request`` / ``post_request`` count the requests in flight, which
+  the worker steps aside for when ``EMBEDDED_YIELD`` is set
+  (djwork/worker/yielding.py); without it they cost a lookup.
+
 Nothing here imports Django at module level: gunicorn reads this file in the
 master before any app is loaded.
 """
@@ -32,7 +37,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["post_worker_init", "worker_exit"]
+__all__ = ["post_request", "post_worker_init", "pre_request", "worker_exit"]
 
 # Seconds of gunicorn's graceful_timeout kept back from the drain for the
 # teardown after it (requeue, heartbeat clear, joins).
@@ -58,3 +63,16 @@ def worker_exit(server: Any, worker: Any) -> None:
     if graceful is not None:
         timeout = max(0.0, min(timeout, float(graceful) - EXIT_MARGIN))
     embedded.stop(timeout=timeout)
+
+
+def pre_request(worker: Any, req: Any) -> None:
+    from djwork import embedded
+
+    embedded.request_started()
+
+
+def post_request(worker: Any, req: Any, environ: Any = None, resp: Any = None) -> None:
+    # gunicorn runs post_request even when the app raised, so every started request is finished.
+    from djwork import embedded
+
+    embedded.request_finished()

@@ -167,6 +167,19 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Worker",
         "Seconds running jobs get to finish on shutdown before they are pushed back to their queues. `0` is allowed"
         " (requeue at once)."),
+    SettingSpec(
+        "EMBEDDED_YIELD", 0, seconds_or_zero, "djwork.E071",
+        "seconds an embedded worker may wait for requests in flight before each job, e.g. 1; 0 turns it off",
+        "Worker",
+        "Embedded worker only (docs/deployment.md): while the host serves a request (counted by djwork.gunicorn's"
+        " `pre_request`/`post_request`, or `djwork.embedded.request_started`/`request_finished`), its threads wait"
+        " before starting their next job and its dispatcher before fetching, at most this many seconds each time."
+        " `0` (the default): no waiting."),
+    SettingSpec(
+        "EMBEDDED_MAX_JOBS_PER_SECOND", None, optional_seconds, "djwork.E072",
+        "None, or job starts per second of an embedded worker, e.g. 200", "Worker",
+        "Embedded worker only: at most this many jobs start per second in the web process, its share of the"
+        " CPU. `None` (the default): no cap."),
     SettingSpec("HEARTBEAT_INTERVAL", 10.0, seconds, "djwork.E010", "seconds between beats, e.g. 10", "Worker",
                 "Seconds between a process's heartbeats.", also=("djwork.E013",)),
     SettingSpec(

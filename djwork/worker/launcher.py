@@ -48,6 +48,7 @@ from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
+from djwork.worker.yielding import RequestGate
 
 logger = logging.getLogger("djwork.worker")
 
@@ -90,10 +91,13 @@ class Launcher:
         # One event loop thread for every capsule's coroutine jobs (docs/performance.md, I/O-bound jobs).
         self.coroutines = Coroutines()
         executor.coroutines_enabled = True
+        # Embedded: the host's requests in flight, which the worker steps aside for (yielding.py).
+        self.gate = RequestGate(config.embedded_yield, config.embedded_max_jobs_per_second) if embedded and (
+            config.embedded_yield or config.embedded_max_jobs_per_second) else None
         self.managers = [
             Manager(capsule, fetcher, executor, self.request_shutdown,
                     fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout,
-                    coroutines=self.coroutines, async_places=config.async_concurrency)
+                    coroutines=self.coroutines, async_places=config.async_concurrency, gate=self.gate)
             for capsule, fetcher in zip(config.capsules, fetchers, strict=True)
         ]
         self.heartbeat = Heartbeat(config, self.process, self.state, self.work, self.take_counts, in_progress_keys,
@@ -223,6 +227,8 @@ class Launcher:
             return
         self.state.shutdown_deadline = time.monotonic() + timeout
         self.boot_sleeper.stop()
+        if self.gate is not None:
+            self.gate.close()  # the drain runs at full speed: the deadline is the host's, not ours
         try:
             self.quiet()
             stoppers = [

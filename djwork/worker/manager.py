@@ -32,6 +32,7 @@ from djwork.worker.fetch import Ack, Fetcher, UnitOfWork
 from djwork.worker.handoff import HandOff
 from djwork.worker.slots import Slots
 from djwork.worker.takers import Takers
+from djwork.worker.yielding import RequestGate
 
 logger = logging.getLogger("djwork.worker")
 
@@ -47,13 +48,14 @@ RunJob = Callable[[UnitOfWork, AckBuffer], Any]
 class Manager:
     def __init__(self, capsule: Capsule, fetcher: Fetcher, run_job: RunJob, request_shutdown: Callable[[], None],
                  *, fetch_timeout: float, socket_timeout: float, coroutines: Coroutines | None = None,
-                 async_places: int = 0) -> None:
+                 async_places: int = 0, gate: RequestGate | None = None) -> None:
         self.capsule = capsule
         self.fetcher = fetcher
         self.run_job = run_job
         self.request_shutdown = request_shutdown
         self.concurrency = capsule.concurrency
         self.coroutines = coroutines
+        self.gate = gate  # embedded: steps aside while the host serves requests (yielding.py)
         self.slots = Slots(capsule.concurrency, keep_units=not fetcher.reliable,
                            async_places=async_places if coroutines is not None else 0)
         self.condition = self.slots.condition
@@ -62,7 +64,7 @@ class Manager:
         arrived = threading.Event()
         self.takers = Takers(fetcher, self.slots, self.acks, self.work, arrived.set, fetch_timeout, socket_timeout)
         self.dispatcher = Dispatcher(capsule.name, fetcher, self.slots, self.acks, self.takers, self.work, arrived,
-                                     fetch_timeout)
+                                     fetch_timeout, gate.pause if gate is not None else None)
         self.processed = 0
         self.expired = 0
         self.failed = 0
@@ -176,7 +178,7 @@ class Manager:
 
     def _processor_loop(self) -> None:
         me = threading.current_thread()
-        work, dispatcher = self.work, self.dispatcher
+        work, dispatcher, gate = self.work, self.dispatcher, self.gate
         try:
             while True:
                 unit = work.get()
@@ -184,6 +186,8 @@ class Manager:
                     return
                 handed = False
                 try:
+                    if gate is not None:
+                        gate.before_job()
                     coroutine_job = self.run_job(unit, self.acks)
                     if coroutine_job is not None:
                         handed = self._to_loop(unit, coroutine_job)

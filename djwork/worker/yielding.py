@@ -1,0 +1,72 @@
+"""Yielding to the web: an embedded worker that steps aside while its host serves requests.
+
+An embedded worker shares its web process's GIL. A request thread that
+wants the GIL while a worker thread runs Python waits up to the switch
+interval (5 ms by default) for it, once per hand-over: under a drain that
+is the request's tail latency. So, with ``EMBEDDED_YIELD`` set, the host
+counts its requests in flight (djwork.gunicorn's pre_request/post_request
+hooks, or ``djwork.embedded.request_started``/``request_finished``), and
+while any is in flight the worker's threads wait before starting their next
+job and the dispatcher waits before fetching: jobs already running finish,
+no new one starts. Each wait is bounded by ``EMBEDDED_YIELD`` seconds, so a
+request that never ends (a long poll, a stream) delays the worker but never
+stops it. ``EMBEDDED_MAX_JOBS_PER_SECOND`` caps the job starts on top.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+
+class RequestGate:
+    """Requests in flight, and the pause the worker takes for them (and for the job-rate cap)."""
+
+    def __init__(self, max_pause: float, max_jobs_per_second: float | None = None) -> None:
+        self.max_pause = max_pause  # 0: never wait for requests
+        self.interval = 1.0 / max_jobs_per_second if max_jobs_per_second else 0.0
+        self._condition = threading.Condition()
+        self.in_flight = 0
+        self._next_start = 0.0  # monotonic: the earliest the next job may start under the rate cap
+        self._closed = False
+
+    def request_started(self) -> None:
+        with self._condition:
+            self.in_flight += 1
+
+    def request_finished(self) -> None:
+        with self._condition:
+            self.in_flight = max(0, self.in_flight - 1)
+            if not self.in_flight:
+                self._condition.notify_all()
+
+    def close(self) -> None:
+        """The worker is stopping: no more waits (a drain must not wait on the web)."""
+        with self._condition:
+            self._closed = True
+            self._condition.notify_all()
+
+    def pause(self) -> None:
+        """Before a fetch: wait (bounded) while requests are in flight."""
+        if not self.max_pause:
+            return
+        with self._condition:
+            if self.in_flight and not self._closed:
+                deadline = time.monotonic() + self.max_pause
+                while self.in_flight and not self._closed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._condition.wait(remaining)
+
+    def before_job(self) -> None:
+        """Before a job starts: the pause for requests, then a turn under the job-rate cap."""
+        self.pause()
+        if not self.interval:
+            return
+        with self._condition:
+            now = time.monotonic()
+            start = max(now, self._next_start)
+            self._next_start = start + self.interval
+            while not self._closed and time.monotonic() < start:
+                self._condition.wait(start - time.monotonic())
