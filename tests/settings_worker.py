@@ -29,3 +29,7 @@ LOGGING = {
     "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
     "loggers": {"djwork": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
 }
+
+# tests/test_embedded_yield.py serves its own view (tests/urls_hold.py) from gunicorn.
+if os.environ.get("DJWORK_TEST_URLCONF"):
+    ROOT_URLCONF = os.environ["DJWORK_TEST_URLCONF"]

@@ -1,0 +1,32 @@
+"""EMBEDDED_YIELD: an embedded worker starts no job while its gunicorn worker serves a request (yielding.py)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests import worker_jobs
+from tests.helpers_worker import counts, free_port, http_get, in_progress_items, wait_until, workers  # noqa: F401
+
+
+@pytest.mark.slow
+def test_jobs_taken_during_a_request_start_only_after_it_returns(workers, raw_redis, monkeypatch):  # noqa: F811
+    monkeypatch.setenv("DJWORK_TEST_URLCONF", "tests.urls_hold")
+    port = free_port()
+    server = workers.gunicorn(port, overrides={"EMBEDDED_YIELD": 120, "LOG_JOBS": False})
+    wait_until(lambda: raw_redis.scard("processes") == 1, 30, "the embedded worker to register")
+    answers: list[tuple[int | None, str]] = []
+    request = threading.Thread(target=lambda: answers.append(http_get(port, "/hold", timeout=100)), daemon=True)
+    request.start()
+    wait_until(lambda: raw_redis.get("t:held") == b"1", 30, "the request in flight")
+
+    worker_jobs.record.delay_many([(index,) for index in range(5)])
+    # The worker's takers move jobs to its in-progress list at once; their threads then wait for the request.
+    wait_until(lambda: any(in_progress_items(raw_redis).values()), 30, "a job taken by the embedded worker")
+    raw_redis.lpush("t:release", 1)
+    request.join(100)
+    assert answers == [(200, "released 0")], server.log()[-2000:]
+
+    wait_until(lambda: len(counts(raw_redis)) == 5, 30, "every job run once the request returned")
+    assert set(counts(raw_redis).values()) == {1}
