@@ -1,21 +1,26 @@
 """A web view's latency while the embedded worker in the same gunicorn process drains a backlog.
 
-    ./dev bench embedded_gunicorn [--jobs 20000] [--rate 100] [--idle-seconds 10] [--yield 0]
+    ./dev bench embedded_gunicorn [--jobs 20000] [--rate 100] [--requests 2000] [--yield 0]
                                   [--max-jobs-per-second N] [--concurrency 10] [--switch-interval S]
+                                  [--worker-class djwork.gunicorn.EmbeddedWorker] [--profile]
 
-Starts a private redis-server and one gunicorn sync worker (bench/gunicorn_conf.py: djwork embedded
+Starts a private redis-server and one gunicorn worker (bench/gunicorn_conf.py: djwork embedded
 through djwork.gunicorn) serving bench/urls.py's trivial view. A load generator sends GET /ping at a
-fixed --rate (a new connection each, as a sync worker closes them) for --idle-seconds with the worker
-idle, then lands --jobs no-op jobs on the queue at once (pushed to a staging list, then RENAMEd) and
-keeps the same rate until the worker has run them all. Reports the view's p50/p99 idle and draining,
-and the drain rate. --yield sets EMBEDDED_YIELD, --max-jobs-per-second EMBEDDED_MAX_JOBS_PER_SECOND,
---switch-interval the process's sys.setswitchinterval().
+fixed --rate (a new connection each, as a sync worker closes them): --requests with the worker idle,
+then as many again while the worker drains: --jobs no-op jobs land on the queue at once (COPYed from
+a staged list) and, each time they are all done, land again, until --requests were timed during
+drains. Reports the view's p50/p99 idle and draining, and the drain rate. --yield sets
+EMBEDDED_YIELD, --max-jobs-per-second EMBEDDED_MAX_JOBS_PER_SECOND, --switch-interval the process's
+sys.setswitchinterval(). --profile marks each request's path in the server (select() returned, the
+connection accepted, pre_request, the view: bench/request_marks.py) and prints where the slowest 1 %
+of the draining requests spent their time against the median ones.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
 import subprocess
 import sys
@@ -26,9 +31,14 @@ from common import ROOT, setup_django, start_redis, stop_worker, table, wait_for
 
 from djwork.testing.redis_server import free_port
 
+# A request's path: (step, from, to) over [sent, then request_marks.MARKS, then the client's done].
+STEPS = [("connect, select() returns, GIL", 0, 1), ("accept", 1, 2), ("parse", 2, 3), ("Django to the view", 3, 4),
+         ("the view to the client's read of the response", 4, 7)]
+Result = tuple[float, list[float]]
 
-def get(port: int) -> float:
-    """One GET /ping; its latency in ms."""
+
+def get(port: int) -> Result:
+    """One GET /ping: its latency in ms, and [sent, done] as perf_counter values."""
     began = time.perf_counter()
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
@@ -39,20 +49,21 @@ def get(port: int) -> float:
             raise SystemExit(f"GET /ping answered {response.status}")
     finally:
         connection.close()
-    return (time.perf_counter() - began) * 1000
+    done = time.perf_counter()
+    return (done - began) * 1000, [began, done]
 
 
-def load(port: int, rate: float, until) -> list[float]:
-    """GETs at a fixed rate (each sent at its scheduled time, or at once if late) until ``until()``."""
-    latencies: list[float] = []
+def load(port: int, rate: float, until) -> list[Result]:
+    """GETs at a fixed rate (each sent at its scheduled time, or at once if late) until ``until(count)``."""
+    results: list[Result] = []
     interval, next_at = 1.0 / rate, time.perf_counter()
-    while not until():
+    while not until(len(results)):
         now = time.perf_counter()
         if now < next_at:
             time.sleep(next_at - now)
-        latencies.append(get(port))
+        results.append(get(port))
         next_at += interval
-    return latencies
+    return results
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -60,16 +71,35 @@ def percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
+def breakdown(results: list[Result]) -> list[tuple[str, str]]:
+    """Mean ms per step for the slowest 1 % of the requests and for the middle ones (p40-p60)."""
+    ordered = sorted(results, key=lambda each: each[0])
+    slowest = ordered[int(len(ordered) * 0.99):] or ordered[-1:]
+    middle = ordered[int(len(ordered) * 0.4):int(len(ordered) * 0.6)] or ordered
+    rows = []
+    def mean(group: list[Result], start: int, end: int) -> float:
+        return sum((path[end] - path[start]) * 1000 for _, path in group) / len(group)
+
+    for name, start, end in STEPS:
+        rows.append((f"  {name}", f"{mean(middle, start, end):.2f} ms (p40-p60) / "
+                                  f"{mean(slowest, start, end):.2f} ms (slowest 1 %)"))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--rate", type=float, default=100)
-    parser.add_argument("--idle-seconds", type=float, default=10)
+    parser.add_argument("--requests", type=int, default=2_000, help="timed requests per phase (idle, draining)")
     parser.add_argument("--yield", dest="yield_", type=float, default=0, help="EMBEDDED_YIELD (seconds, 0 = off)")
     parser.add_argument("--max-jobs-per-second", type=float, default=None)
     parser.add_argument("--concurrency", type=int, default=10)
     parser.add_argument("--switch-interval", type=float, default=None)
+    parser.add_argument("--worker-class", default=None, help="gunicorn worker_class (default: sync)")
+    parser.add_argument("--profile", action="store_true", help="mark each request's path in the server")
     args = parser.parse_args()
+    if args.jobs % 100:
+        raise SystemExit("--jobs must be a multiple of 100 (the jobs count themselves by the hundred)")
     server = start_redis()
     try:
         setup_django()
@@ -87,35 +117,58 @@ def main() -> None:
             env["BENCH_EMBEDDED_MAX_JOBS"] = str(args.max_jobs_per_second)
         if args.switch_interval:
             env["BENCH_SWITCH_INTERVAL"] = str(args.switch_interval)
+        if args.worker_class:
+            env["BENCH_WORKER_CLASS"] = args.worker_class
+        if args.profile:
+            env["BENCH_PROFILE"] = str(Path(server.directory) / "paths.json")
+        # Staged once; each round COPYs it onto the (drained, hence absent) queue: the drain starts
+        # from a full queue at once, not at the pushes' pace, and the load never stops to push.
+        for start in range(0, args.jobs, 10_000):
+            nearly_noop.set(queue="staging").delay_many([()] * min(10_000, args.jobs - start))
         web = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "bench/gunicorn_conf.py", "bench.wsgi"],
                                cwd=ROOT, env=env)
         try:
             if not wait_for(lambda: client.scard("processes") > 0, 60, 0.05):
                 raise SystemExit("the embedded worker never registered")
             time.sleep(1)  # the worker's takers settle onto the empty queue
-            for _ in range(50):  # warm-up: imports, the URL resolver
-                get(port)
-            idle_until = time.monotonic() + args.idle_seconds
-            idle = load(port, args.rate, lambda: time.monotonic() >= idle_until)
-            # Staged, then landed at once: the drain starts from a full queue, not from the pushes' pace.
-            for start in range(0, args.jobs, 10_000):
-                nearly_noop.set(queue="staging").delay_many([()] * min(10_000, args.jobs - start))
-            landed = time.perf_counter()
-            client.rename("queue:staging", "queue:bench")
-            busy = load(port, args.rate, lambda: int(client.get("bench:counter") or 0) >= args.jobs)
-            drain_seconds = time.perf_counter() - landed
+            warm_up = [get(port) for _ in range(50)]  # imports, the URL resolver
+            idle = load(port, args.rate, lambda count: count >= args.requests)
+            busy: list[Result] = []
+            rounds, drain_seconds = 0, 0.0
+            while len(busy) < args.requests:
+                rounds += 1
+                landed = time.perf_counter()
+                client.copy("queue:staging", "queue:bench")
+                target = rounds * args.jobs
+                busy += load(port, args.rate,
+                             lambda count, target=target: int(client.get("bench:counter") or 0) >= target)
+                drain_seconds += time.perf_counter() - landed
         finally:
             stop_worker(web)
+        if args.profile:
+            # The server's marks, one list per request in the client's order: [sent, *marks, done].
+            paths = json.loads(Path(env["BENCH_PROFILE"]).read_text())
+            if len(paths) != len(warm_up) + len(idle) + len(busy):
+                raise SystemExit(f"the server marked {len(paths)} requests, the client sent "
+                                 f"{len(warm_up) + len(idle) + len(busy)}")
+            for (_, path), marks in zip(warm_up + idle + busy, paths, strict=True):
+                path[1:1] = marks
+        idle_ms, busy_ms = [each[0] for each in idle], [each[0] for each in busy]
         rows = [
             (f"GET /ping at {args.rate:.0f}/s, worker idle, p50 / p99 ({len(idle)} requests)",
-             f"{percentile(idle, .5):.2f} / {percentile(idle, .99):.2f} ms"),
+             f"{percentile(idle_ms, .5):.2f} / {percentile(idle_ms, .99):.2f} ms"),
             (f"GET /ping at {args.rate:.0f}/s, draining, p50 / p99 ({len(busy)} requests)",
-             f"{percentile(busy, .5):.2f} / {percentile(busy, .99):.2f} ms"),
-            (f"drain of {args.jobs:,} no-op jobs by the embedded worker", f"{args.jobs / drain_seconds:,.0f} jobs/s"),
+             f"{percentile(busy_ms, .5):.2f} / {percentile(busy_ms, .99):.2f} ms"),
+            ("draining p99 / idle p99", f"{percentile(busy_ms, .99) / percentile(idle_ms, .99):.2f}x"),
+            (f"drain of {rounds} x {args.jobs:,} no-op jobs by the embedded worker",
+             f"{rounds * args.jobs / drain_seconds:,.0f} jobs/s"),
         ]
-        title = (f"embedded worker in gunicorn: -c {args.concurrency}, EMBEDDED_YIELD {args.yield_}, "
-                 f"EMBEDDED_MAX_JOBS_PER_SECOND {args.max_jobs_per_second}, switch interval "
-                 f"{args.switch_interval or sys.getswitchinterval()}")
+        if args.profile:
+            rows += [("idle requests' path", "")] + breakdown(idle)
+            rows += [("draining requests' path", "")] + breakdown(busy)
+        title = (f"embedded worker in gunicorn ({args.worker_class or 'sync'}): -c {args.concurrency}, "
+                 f"EMBEDDED_YIELD {args.yield_}, EMBEDDED_MAX_JOBS_PER_SECOND {args.max_jobs_per_second}, "
+                 f"switch interval {args.switch_interval or sys.getswitchinterval()}")
         print(table(rows, title))
         print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
     finally:

@@ -35,6 +35,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from djwork.conf import Config, get_config
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
@@ -42,7 +44,7 @@ from djwork.worker.launcher import Launcher
 
 logger = logging.getLogger("djwork.worker")
 
-__all__ = ["Embedded", "current", "request_finished", "request_started", "start", "stop"]
+__all__ = ["Embedded", "current", "request_finished", "request_started", "start", "stop", "watch_listeners"]
 
 # How long stop() waits for a boot in progress to notice it should end
 # before stopping the launcher anyway (the launcher's own lock makes the two safe).
@@ -201,6 +203,18 @@ def request_finished() -> None:
     gate = instance.launcher.gate if instance is not None and instance.launcher is not None else None
     if gate is not None:
         gate.request_finished()
+
+
+def watch_listeners(listeners: Iterable[Any]) -> None:
+    """The host's listening sockets (or their fds): with EMBEDDED_YIELD set, a connection waiting on one
+    counts as a request in flight, before the host has had the GIL to accept it (worker/yielding.py).
+
+    Call it after ``start()``; djwork.gunicorn's post_worker_init passes gunicorn's listeners.
+    """
+    instance = current()
+    gate = instance.launcher.gate if instance is not None and instance.launcher is not None else None
+    if gate is not None:
+        gate.watch(listeners)
 
 
 def _autodiscover() -> None:

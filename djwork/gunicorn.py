@@ -29,6 +29,16 @@ Why these two hooks:
   the worker steps aside for when ``EMBEDDED_YIELD`` is set
   (djwork/worker/yielding.py); without it they cost a lookup.
 
+With ``EMBEDDED_YIELD``, prefer this module's sync worker class too::
+
+    gunicorn -c python:djwork.gunicorn --worker-class djwork.gunicorn.EmbeddedWorker myproject.wsgi
+
+``pre_request`` runs only once the request was accepted and parsed, each
+step waiting for the GIL behind the job threads. ``post_worker_init``
+hands the listening sockets to the worker, so a connection waiting to be
+accepted already pauses it, and ``EmbeddedWorker`` counts the request from
+its accept to its close, so the parse is covered too.
+
 Nothing here imports Django at module level: gunicorn reads this file in the
 master before any app is loaded.
 """
@@ -36,6 +46,8 @@ master before any app is loaded.
 from __future__ import annotations
 
 from typing import Any
+
+from gunicorn.workers.sync import SyncWorker
 
 __all__ = ["post_request", "post_worker_init", "pre_request", "worker_exit"]
 
@@ -48,6 +60,8 @@ def post_worker_init(worker: Any) -> None:
     from djwork import embedded
 
     embedded.start()
+    # A connection waiting on these counts as a request in flight (EMBEDDED_YIELD; worker/yielding.py).
+    embedded.watch_listeners(getattr(worker, "sockets", ()))
 
 
 def worker_exit(server: Any, worker: Any) -> None:
@@ -76,3 +90,21 @@ def post_request(worker: Any, req: Any, environ: Any = None, resp: Any = None) -
     from djwork import embedded
 
     embedded.request_finished()
+
+
+class EmbeddedWorker(SyncWorker):
+    """gunicorn's sync worker, counting each connection as a request in flight from its accept to its close.
+
+    ``worker_class = "djwork.gunicorn.EmbeddedWorker"``: with ``EMBEDDED_YIELD``
+    the embedded worker then starts no job while the request is parsed, not
+    only from ``pre_request`` on.
+    """
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        from djwork import embedded
+
+        embedded.request_started()
+        try:
+            super().handle(listener, client, addr)
+        finally:
+            embedded.request_finished()

@@ -11,12 +11,29 @@ job and the dispatcher waits before fetching: jobs already running finish,
 no new one starts. Each wait is bounded by ``EMBEDDED_YIELD`` seconds, so a
 request that never ends (a long poll, a stream) delays the worker but never
 stops it. ``EMBEDDED_MAX_JOBS_PER_SECOND`` caps the job starts on top.
+
+A request counted only from gunicorn's ``pre_request`` is counted too late:
+by then the request thread has waited for the GIL behind the job threads
+after select() woke it, again after accept(), again after each recv() of
+the parse (docs/performance.md, Embedded worker, measured). So the gate
+also watches the host's listening sockets (``watch``): a connection
+waiting to be accepted counts as a request in flight, seen by the job
+threads themselves with a zero-timeout select() that needs nothing from
+the request thread. Once accepted, the connection is counted by the worker
+class (djwork.gunicorn.EmbeddedWorker) until it is closed.
 """
 
 from __future__ import annotations
 
+import select
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any
+
+# How often a thread waiting on a connection not yet accepted looks again: the accept (counted
+# in flight from then on) does not wake it, and another process sharing the listener may take it.
+LISTENER_POLL = 0.002
 
 
 class RequestGate:
@@ -29,6 +46,27 @@ class RequestGate:
         self.in_flight = 0
         self._next_start = 0.0  # monotonic: the earliest the next job may start under the rate cap
         self._closed = False
+        self.listeners: list[int] = []  # the host's listening sockets' file descriptors
+
+    def watch(self, listeners: Iterable[Any]) -> None:
+        """Count a connection waiting on any of these listening sockets (or fds) as a request in flight."""
+        self.listeners = [each if isinstance(each, int) else each.fileno() for each in listeners]
+
+    def _connection_waiting(self) -> bool:
+        listeners = self.listeners
+        if not listeners:
+            return False
+        try:
+            # select(), not a poll object: one of those raises when two threads poll it at once.
+            return bool(select.select(listeners, (), (), 0)[0])
+        except (OSError, ValueError):  # the host closed its listener (shutting down): nothing to wait for
+            self.listeners = []
+            return False
+
+    @property
+    def busy(self) -> bool:
+        """A request in flight, or a connection waiting to be accepted (lock-free: read before every job)."""
+        return bool(self.in_flight) or self._connection_waiting()
 
     def request_started(self) -> None:
         with self._condition:
@@ -48,16 +86,20 @@ class RequestGate:
 
     def pause(self) -> None:
         """Before a fetch: wait (bounded) while requests are in flight."""
-        if not self.max_pause:
+        if not self.max_pause or not self.busy:
             return
+        deadline = time.monotonic() + self.max_pause
         with self._condition:
-            if self.in_flight and not self._closed:
-                deadline = time.monotonic() + self.max_pause
-                while self.in_flight and not self._closed:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._condition.wait(remaining)
+            while not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                if self.in_flight:
+                    self._condition.wait(remaining)  # request_finished notifies
+                elif self._connection_waiting():
+                    self._condition.wait(min(remaining, LISTENER_POLL))
+                else:
+                    break
 
     def before_job(self) -> None:
         """Before a job starts: the pause for requests, then a turn under the job-rate cap."""
