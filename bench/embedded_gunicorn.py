@@ -72,18 +72,22 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 def breakdown(results: list[Result]) -> list[tuple[str, str]]:
-    """Mean ms per step for the slowest 1 % of the requests and for the middle ones (p40-p60)."""
+    """Per step: mean ms over the middle requests (p40-p60) and over the slowest 1 %, and in how many of
+    the slowest 1 % it was the longest step (a mean alone hides which step made each one slow)."""
     ordered = sorted(results, key=lambda each: each[0])
     slowest = ordered[int(len(ordered) * 0.99):] or ordered[-1:]
     middle = ordered[int(len(ordered) * 0.4):int(len(ordered) * 0.6)] or ordered
-    rows = []
+
     def mean(group: list[Result], start: int, end: int) -> float:
         return sum((path[end] - path[start]) * 1000 for _, path in group) / len(group)
 
-    for name, start, end in STEPS:
-        rows.append((f"  {name}", f"{mean(middle, start, end):.2f} ms (p40-p60) / "
-                                  f"{mean(slowest, start, end):.2f} ms (slowest 1 %)"))
-    return rows
+    def longest(path: list[float]) -> str:
+        return max(STEPS, key=lambda step: path[step[2]] - path[step[1]])[0]
+
+    worst = [longest(path) for _, path in slowest]
+    return [(f"  {name}", f"{mean(middle, start, end):.2f} ms (p40-p60) / {mean(slowest, start, end):.2f} ms "
+                          f"(slowest {len(slowest)}), the longest step in {worst.count(name)} of them")
+            for name, start, end in STEPS]
 
 
 def main() -> None:

@@ -9,12 +9,13 @@ import signal
 
 import pytest
 
-from tests import async_jobs
+from tests import async_jobs, worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
 THREADS = 2
+LOOP_STARTED = "event loop started for coroutine jobs"
 
 
 def test_coroutine_jobs_run_many_at_once_on_few_threads(workers, raw_redis):  # noqa: F811
@@ -79,3 +80,23 @@ def test_kill_minus_nine_mid_coroutine_job_runs_it_again_once_after_recovery(wor
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "its ack settled")
     assert raw_redis.hget("t:starts", "k1") == b"2"
     assert counts(raw_redis) == {"k1": 1}
+
+
+def test_the_event_loop_thread_starts_with_the_first_coroutine_job_only(workers, raw_redis):  # noqa: F811
+    worker_jobs.record.delay_many([(f"s{index}",) for index in range(5)])
+    only_sync = workers.start("-c", str(THREADS), label="only-sync")
+    wait_until(lambda: len(counts(raw_redis)) == 5, 30, "the thread jobs done")
+    only_sync.send(signal.SIGTERM)
+    assert only_sync.wait_exit(30) == 0
+    # Its whole life is in the log now: a worker that ran no coroutine job never started the loop.
+    assert LOOP_STARTED not in only_sync.log()
+
+    worker_jobs.record.delay("s5")
+    async_jobs.gather.delay_many([(f"a{index}", 1) for index in range(3)])
+    mixed = workers.start("-c", str(THREADS), label="mixed")
+    wait_until(lambda: len(counts(raw_redis)) == 9, 30, "the thread and coroutine jobs done")
+    mixed.send(signal.SIGTERM)
+    assert mixed.wait_exit(30) == 0
+    # Once, however many jobs asked for it, and on the loop's own (named) thread.
+    (line,) = [line for line in mixed.log().splitlines() if LOOP_STARTED in line]
+    assert " djwork-coroutines " in line

@@ -7,6 +7,11 @@ Manager decides what runs here and how many at once (its places,
 them per owner so a Manager can cancel its own at the shutdown deadline,
 and keeps a small pool of finisher threads for the settling steps that
 block on Redis (coroutine_jobs.py).
+
+The loop thread starts with the first coroutine job, not with the worker:
+most workers (and every embedded one serving a site with no ``async def``
+job) never run one, and an idle thread is still a thread in the host
+process. The finisher threads start on their first use too.
 """
 
 from __future__ import annotations
@@ -34,21 +39,32 @@ class Coroutines:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._accepting = False  # between start() and stop(): a submit may start the loop
         # Touched only on the loop thread: no lock.
         self._tasks: dict[object, set[asyncio.Task[Any]]] = {}
         self.finisher = ThreadPoolExecutor(FINISHER_THREADS, thread_name_prefix="djwork-coroutine-finish")
 
     def start(self) -> None:
+        """Allow coroutine jobs; the loop thread itself starts with the first one (``submit``)."""
         with self._lock:
-            if self._thread is not None:
-                return
-            self._loop = asyncio.new_event_loop()
-            self._thread = safe_thread(self.name, self._run)
+            self._accepting = True
+
+    def _started_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The running loop, started now if this is the first coroutine job (once, whichever thread asks)."""
+        loop = self._loop
+        if loop is not None:
+            return loop
+        with self._lock:
+            if self._loop is None and self._accepting:
+                self._loop = asyncio.new_event_loop()
+                self._thread = safe_thread(self.name, self._run)
+            return self._loop
 
     def _run(self) -> None:
         loop = self._loop
         assert loop is not None
         asyncio.set_event_loop(loop)
+        logger.info("djwork: event loop started for coroutine jobs")
         try:
             loop.run_forever()
             left = [task for tasks in self._tasks.values() for task in tasks]
@@ -63,7 +79,7 @@ class Coroutines:
 
     def submit(self, owner: object, coroutine: Coroutine[Any, Any, None], done: Callable[[], None]) -> None:
         """Run ``coroutine`` on the loop; ``done()`` runs on the loop thread once it ended, however it ended."""
-        loop = self._loop
+        loop = self._started_loop()
         if loop is None or loop.is_closed():
             coroutine.close()
             raise RuntimeError("djwork: the coroutine loop is not running")
@@ -102,8 +118,10 @@ class Coroutines:
 
     def stop(self, timeout: float = JOIN_TIMEOUT) -> None:
         with self._lock:
+            self._accepting = False  # a submit racing the stop must not start a loop nobody stops
             loop, thread = self._loop, self._thread
         if loop is None or thread is None:
+            self.finisher.shutdown(wait=False)
             return
         try:
             loop.call_soon_threadsafe(loop.stop)

@@ -31,9 +31,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-# How often a thread waiting on a connection not yet accepted looks again: the accept (counted
-# in flight from then on) does not wake it, and another process sharing the listener may take it.
-LISTENER_POLL = 0.002
+# How often a thread waiting on a connection not yet accepted looks again. Normally the request's
+# end wakes it first (request_finished), but another process sharing the listener may take the
+# connection, and a request may never reach pre_request. Not shorter: each look takes the GIL
+# from the request thread (2 ms measured worse than no listener watch at all: docs/performance.md).
+LISTENER_POLL = 0.05
 
 
 class RequestGate:
