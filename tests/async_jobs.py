@@ -12,6 +12,7 @@ import asyncio
 import time
 
 import djwork
+from tests import batch_jobs
 from tests.worker_jobs import COUNTS, STARTS, conn
 
 RUNNING = "t:async:running"  # STRING: coroutine jobs inside their body now
@@ -53,4 +54,38 @@ async def hangs_first_time(key):
     started = conn().hincrby(STARTS, str(key), 1)
     if started == 1:
         await asyncio.Event().wait()
+    conn().hincrby(COUNTS, str(key), 1)
+
+
+# --- batches, unique locks and metrics of coroutine jobs (tests/test_worker_async.py) -------------------------
+
+@djwork.job(bind=True, max_retries=5)
+async def batch_member(self, key, fail_once=False):
+    """A batch member on the loop (tests/batch_jobs.py's counters); ``fail_once`` retries its first run at once."""
+    await asyncio.sleep(0.01)
+    if fail_once and conn().set(f"t:async:failed:{key}", 1, nx=True):
+        raise self.retry(countdown=0)
+    conn().hincrby(batch_jobs.RUNS, str(key), 1)
+    return key
+
+
+def release_key(key) -> str:
+    return f"t:async:release:{key}"
+
+
+@djwork.job(unique_for=600)
+async def unique_held(key):
+    """Counts its start, then awaits (on the loop) until the test sets its release key (or 30 s)."""
+    client = conn()
+    client.hincrby(STARTS, str(key), 1)
+    deadline = time.monotonic() + 30
+    while not client.exists(release_key(key)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    client.hincrby(COUNTS, str(key), 1)
+
+
+@djwork.job
+async def timed(key):
+    """Awaits 50 ms: its recorded run time must cover the awaited body, not only the hand-off to the loop."""
+    await asyncio.sleep(0.05)
     conn().hincrby(COUNTS, str(key), 1)

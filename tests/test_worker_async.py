@@ -5,12 +5,16 @@ Each test waits on Redis state the jobs or the worker leave, never on time.
 
 from __future__ import annotations
 
+import datetime as dt
 import signal
 
 import pytest
 
-from tests import async_jobs, worker_jobs
+import djwork
+from djwork.api import Metrics
+from tests import async_jobs, batch_jobs, worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+from tests.worker_jobs import STARTS
 
 pytestmark = pytest.mark.slow
 
@@ -100,3 +104,53 @@ def test_the_event_loop_thread_starts_with_the_first_coroutine_job_only(workers,
     # Once, however many jobs asked for it, and on the loop's own (named) thread.
     (line,) = [line for line in mixed.log().splitlines() if LOOP_STARTED in line]
     assert " djwork-coroutines " in line
+
+
+def test_a_batch_of_coroutine_jobs_fires_its_success_callback_once_after_them(workers, raw_redis):  # noqa: F811
+    batch = djwork.Batch(description="async members", on_success=batch_jobs.on_event,
+                         on_complete=batch_jobs.on_event)
+    with batch.jobs():
+        async_jobs.batch_member.delay_many([(index,) for index in range(20)])
+        # Two fail once: their retry is filed on a finisher thread (coroutine_jobs.py) before they succeed.
+        async_jobs.batch_member.delay_many([((f"f{index}",), {"fail_once": True}) for index in range(2)])
+    workers.start("-c", str(THREADS))
+    wait_until(lambda: djwork.Batch.status(batch.bid).settled, 60, "the batch settled")
+    wait_until(lambda: counts(raw_redis, f"{batch_jobs.CALLBACKS}:{batch.bid}").get("success") == 1, 30,
+               "its success callback run")
+    runs = counts(raw_redis, batch_jobs.RUNS)
+    assert runs == {**{str(index): 1 for index in range(20)}, "f0": 1, "f1": 1}
+    assert counts(raw_redis, f"{batch_jobs.CALLBACKS}:{batch.bid}") == {"complete": 1, "success": 1}
+    events = [raw.decode() for raw in raw_redis.lrange(batch_jobs.EVENTS, 0, -1)]
+    assert sorted(events) == [f"{batch.bid}:complete", f"{batch.bid}:success"]
+    status = djwork.Batch.status(batch.bid)
+    assert status.success and status.pending == 0 and status.failures == 0
+
+
+def test_a_unique_coroutine_job_holds_its_lock_while_on_the_loop_and_releases_it_at_ack(workers, raw_redis):  # noqa: F811
+    assert async_jobs.unique_held.delay("u").enqueued
+    workers.start("-c", str(THREADS))
+    wait_until(lambda: raw_redis.hget(STARTS, "u") == b"1", 30, "the coroutine job started")
+    # Running on the loop, away from its thread slot: a copy is still a duplicate.
+    assert not async_jobs.unique_held.delay("u").enqueued
+    assert list(raw_redis.scan_iter("unique:*"))
+    raw_redis.set(async_jobs.release_key("u"), 1)
+    wait_until(lambda: counts(raw_redis).get("u") == 1, 30, "the coroutine job done")
+    wait_until(lambda: not list(raw_redis.scan_iter("unique:*")), 20, "its lock released with the ack")
+    assert async_jobs.unique_held.delay("u").enqueued  # the next copy is accepted and runs
+    wait_until(lambda: counts(raw_redis).get("u") == 2, 30, "the second copy done")
+    wait_until(lambda: not list(raw_redis.scan_iter("unique:*")), 20, "the second lock released")
+
+
+def test_coroutine_jobs_execution_metrics_cover_the_awaited_body(workers, raw_redis):  # noqa: F811
+    async_jobs.timed.delay_many([(f"t{index}",) for index in range(10)])
+    async_jobs.fails.delay("m1")
+    worker = workers.start("-c", str(THREADS))
+    wait_until(lambda: len(counts(raw_redis)) == 10 and raw_redis.zcard("retry") == 1, 30, "every job ran once")
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(30) == 0  # the final flush runs at shutdown
+    classes = Metrics(dt.datetime.now(dt.UTC)).by_class("1h").classes
+    timed = classes["tests.async_jobs.timed"]
+    assert (timed.processed, timed.failed) == (10, 0)
+    assert timed.totals["ms"] >= 10 * 50  # each awaited 50 ms on the loop: recorded at its end, not at hand-off
+    failing = classes["tests.async_jobs.fails"]
+    assert (failing.processed, failing.failed) == (1, 1)
