@@ -30,3 +30,20 @@ def test_jobs_taken_during_a_request_start_only_after_it_returns(workers, raw_re
 
     wait_until(lambda: len(counts(raw_redis)) == 5, 30, "every job run once the request returned")
     assert set(counts(raw_redis).values()) == {1}
+
+
+@pytest.mark.slow
+def test_max_jobs_per_second_spreads_the_starts_over_the_cap(workers, raw_redis):  # noqa: F811
+    cap, jobs = 50, 101
+    port = free_port()
+    workers.gunicorn(port, overrides={"EMBEDDED_MAX_JOBS_PER_SECOND": cap, "LOG_JOBS": False})
+    wait_until(lambda: raw_redis.scard("processes") == 1, 30, "the embedded worker to register")
+    seconds, microseconds = raw_redis.time()
+    enqueued = seconds + microseconds / 1e6
+    worker_jobs.server_time.delay_many([(index,) for index in range(jobs)])
+    wait_until(lambda: raw_redis.llen(worker_jobs.TIMES) == jobs, 60, "every job run")
+    # A bound that delays can only help, so no timing makes it flaky: the worker admits its n-th job
+    # (n - 1) / cap seconds after its first at the earliest, the first no earlier than the enqueue, and
+    # each job reads the clock after its admission. Uncapped, 101 such jobs take milliseconds here.
+    last = max(float(value) for value in raw_redis.lrange(worker_jobs.TIMES, 0, -1))
+    assert last - enqueued >= (jobs - 1) / cap - 0.001
