@@ -6,10 +6,10 @@
 
 Starts a private redis-server and one gunicorn worker (bench/gunicorn_conf.py: djwork embedded
 through djwork.gunicorn) serving bench/urls.py's trivial view. A load generator sends GET /ping at a
-fixed --rate (a new connection each, as a sync worker closes them): --requests with the worker idle,
-then as many again while the worker drains: --jobs no-op jobs land on the queue at once (COPYed from
-a staged list) and, each time they are all done, land again, until --requests were timed during
-drains. Reports the view's p50/p99 idle and draining, and the drain rate. --yield sets
+fixed --rate (a new connection each, as a sync worker closes them): --requests with the worker idle
+and as many while the worker drains, in turns: 400 idle, then --jobs no-op jobs land on the queue at
+once (COPYed from a staged list) and the load goes on until they are all done, then 400 idle again,
+and so on. Reports the view's p50/p99 idle and draining, and the drain rate. --yield sets
 EMBEDDED_YIELD, --max-jobs-per-second EMBEDDED_MAX_JOBS_PER_SECOND, --switch-interval the process's
 sys.setswitchinterval(). --profile marks each request's path in the server (select() returned, the
 connection accepted, pre_request, the view: bench/request_marks.py) and prints where the slowest 1 %
@@ -35,6 +35,7 @@ from djwork.testing.redis_server import free_port
 STEPS = [("connect, select() returns, GIL", 0, 1), ("accept", 1, 2), ("parse", 2, 3), ("Django to the view", 3, 4),
          ("the view to the client's read of the response", 4, 7)]
 Result = tuple[float, list[float]]
+IDLE_STRETCH = 400  # idle requests between two drains (4 s at 100/s)
 
 
 def get(port: int) -> Result:
@@ -136,33 +137,43 @@ def main() -> None:
                 raise SystemExit("the embedded worker never registered")
             time.sleep(1)  # the worker's takers settle onto the empty queue
             warm_up = [get(port) for _ in range(50)]  # imports, the URL resolver
-            idle = load(port, args.rate, lambda count: count >= args.requests)
+            # Idle stretches and drains take turns, so both phases see the same share of whatever
+            # else the machine runs (its load moves within a minute; one long idle phase first did not).
+            idle: list[Result] = []
             busy: list[Result] = []
+            sequence = list(warm_up)  # every request in the order sent: the server's marks come in this order
             rounds, drain_seconds = 0, 0.0
-            while len(busy) < args.requests:
+            while len(idle) < args.requests or len(busy) < args.requests:
+                if len(idle) < args.requests:
+                    wanted = min(args.requests - len(idle), IDLE_STRETCH)
+                    idle += load(port, args.rate, lambda count, wanted=wanted: count >= wanted)
+                    sequence += idle[-wanted:]
+                if len(busy) >= args.requests:
+                    continue
                 rounds += 1
                 landed = time.perf_counter()
                 client.copy("queue:staging", "queue:bench")
                 target = rounds * args.jobs
-                busy += load(port, args.rate,
-                             lambda count, target=target: int(client.get("bench:counter") or 0) >= target)
+                drained = load(port, args.rate,
+                               lambda count, target=target: int(client.get("bench:counter") or 0) >= target)
                 drain_seconds += time.perf_counter() - landed
+                busy += drained
+                sequence += drained
         finally:
             stop_worker(web)
         if args.profile:
             # The server's marks, one list per request in the client's order: [sent, *marks, done].
             paths = json.loads(Path(env["BENCH_PROFILE"]).read_text())
-            if len(paths) != len(warm_up) + len(idle) + len(busy):
-                raise SystemExit(f"the server marked {len(paths)} requests, the client sent "
-                                 f"{len(warm_up) + len(idle) + len(busy)}")
-            for (_, path), marks in zip(warm_up + idle + busy, paths, strict=True):
+            if len(paths) != len(sequence):
+                raise SystemExit(f"the server marked {len(paths)} requests, the client sent {len(sequence)}")
+            for (_, path), marks in zip(sequence, paths, strict=True):
                 path[1:1] = marks
         idle_ms, busy_ms = [each[0] for each in idle], [each[0] for each in busy]
         rows = [
-            (f"GET /ping at {args.rate:.0f}/s, worker idle, p50 / p99 ({len(idle)} requests)",
-             f"{percentile(idle_ms, .5):.2f} / {percentile(idle_ms, .99):.2f} ms"),
-            (f"GET /ping at {args.rate:.0f}/s, draining, p50 / p99 ({len(busy)} requests)",
-             f"{percentile(busy_ms, .5):.2f} / {percentile(busy_ms, .99):.2f} ms"),
+            (f"GET /ping at {args.rate:.0f}/s, worker idle, p50 / p90 / p99 ({len(idle)} requests)",
+             f"{percentile(idle_ms, .5):.2f} / {percentile(idle_ms, .9):.2f} / {percentile(idle_ms, .99):.2f} ms"),
+            (f"GET /ping at {args.rate:.0f}/s, draining, p50 / p90 / p99 ({len(busy)} requests)",
+             f"{percentile(busy_ms, .5):.2f} / {percentile(busy_ms, .9):.2f} / {percentile(busy_ms, .99):.2f} ms"),
             ("draining p99 / idle p99", f"{percentile(busy_ms, .99) / percentile(idle_ms, .99):.2f}x"),
             (f"drain of {rounds} x {args.jobs:,} no-op jobs by the embedded worker",
              f"{rounds * args.jobs / drain_seconds:,.0f} jobs/s"),
