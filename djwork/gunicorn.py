@@ -100,11 +100,14 @@ class EmbeddedWorker(SyncWorker):
     only from ``pre_request`` on.
     """
 
-    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+    def accept(self, listener: Any) -> None:
+        # Counted before the accept, not after it: from the moment the connection leaves the
+        # listener's queue (where the listener watch saw it) there is no instant it is not counted.
+        # gunicorn also calls this when nothing waits (it raises EAGAIN): a count of a few microseconds.
         from djwork import embedded
 
         embedded.request_started()
         try:
-            super().handle(listener, client, addr)
+            super().accept(listener)  # accept, then handle: parse, the app, the response, close
         finally:
             embedded.request_finished()

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import pytest
 
 from tests import worker_jobs
-from tests.helpers_worker import counts, free_port, http_get, in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import (  # noqa: F401
+    blocked_takers,
+    counts,
+    free_port,
+    http_get,
+    in_progress_items,
+    wait_until,
+    workers,
+)
+
+
+def takers_waiting(raw_redis) -> None:
+    """The worker waits for jobs in BLMOVE, so a job lands in its in-progress list even while its threads
+    hold back; a fetch by its dispatcher would itself wait for the request (none would be taken)."""
+    wait_until(lambda: blocked_takers(raw_redis), 30, "the embedded worker's takers waiting for jobs")
 
 
 @pytest.mark.slow
@@ -16,6 +31,7 @@ def test_jobs_taken_during_a_request_start_only_after_it_returns(workers, raw_re
     port = free_port()
     server = workers.gunicorn(port, overrides={"EMBEDDED_YIELD": 120, "LOG_JOBS": False})
     wait_until(lambda: raw_redis.scard("processes") == 1, 30, "the embedded worker to register")
+    takers_waiting(raw_redis)
     answers: list[tuple[int | None, str]] = []
     request = threading.Thread(target=lambda: answers.append(http_get(port, "/hold", timeout=100)), daemon=True)
     request.start()
@@ -47,3 +63,28 @@ def test_max_jobs_per_second_spreads_the_starts_over_the_cap(workers, raw_redis)
     # each job reads the clock after its admission. Uncapped, 101 such jobs take milliseconds here.
     last = max(float(value) for value in raw_redis.lrange(worker_jobs.TIMES, 0, -1))
     assert last - enqueued >= (jobs - 1) / cap - 0.001
+
+
+@pytest.mark.slow
+def test_embedded_worker_class_holds_jobs_from_the_connection_not_from_pre_request(workers, raw_redis,  # noqa: F811
+                                                                                  monkeypatch):
+    monkeypatch.setenv("DJWORK_TEST_URLCONF", "tests.urls_hold")
+    monkeypatch.setenv("DJWORK_TEST_WORKER_CLASS", "djwork.gunicorn.EmbeddedWorker")
+    port = free_port()
+    server = workers.gunicorn(port, overrides={"EMBEDDED_YIELD": 120, "LOG_JOBS": False})
+    wait_until(lambda: raw_redis.scard("processes") == 1, 30, "the embedded worker to register")
+    takers_waiting(raw_redis)
+    # Connected, not a byte sent: waiting to be accepted (the listener watch), then accepted and
+    # parsing (EmbeddedWorker): gunicorn's pre_request has not run, so only those two hold the jobs.
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as connection:
+        worker_jobs.record.delay_many([(index,) for index in range(5)])
+        wait_until(lambda: any(in_progress_items(raw_redis).values()), 30, "a job taken by the embedded worker")
+        connection.sendall(b"GET /hold HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        wait_until(lambda: raw_redis.get("t:held") == b"1", 30, "the request in its view")
+        raw_redis.lpush("t:release", 1)
+        answer = b""
+        while chunk := connection.recv(4096):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), server.log()[-2000:]
+    assert answer.endswith(b"released 0"), answer  # no job completed between the connect and the view's read
+    wait_until(lambda: len(counts(raw_redis)) == 5, 30, "every job run once the request returned")
