@@ -2,18 +2,19 @@
 
     ./dev bench embedded_gunicorn [--jobs 20000] [--rate 100] [--requests 2000] [--yield 0]
                                   [--max-jobs-per-second N] [--concurrency 10] [--switch-interval S]
-                                  [--worker-class djwork.gunicorn.EmbeddedWorker] [--profile]
+                                  [--worker-class djwork.gunicorn.EmbeddedWorker] [--profile] [--standalone]
 
 Starts a private redis-server and one gunicorn worker (bench/gunicorn_conf.py: djwork embedded
 through djwork.gunicorn) serving bench/urls.py's trivial view. A load generator sends GET /ping at a
 fixed --rate (a new connection each, as a sync worker closes them): --requests with the worker idle
 and as many while the worker drains, in turns: 400 idle, then --jobs no-op jobs land on the queue at
 once (COPYed from a staged list) and the load goes on until they are all done, then 400 idle again,
-and so on. Reports the view's p50/p99 idle and draining, and the drain rate. --yield sets
+and so on. Reports the view's p50/p90/p99 idle and draining, and the drain rate. --yield sets
 EMBEDDED_YIELD, --max-jobs-per-second EMBEDDED_MAX_JOBS_PER_SECOND, --switch-interval the process's
-sys.setswitchinterval(). --profile marks each request's path in the server (select() returned, the
-connection accepted, pre_request, the view: bench/request_marks.py) and prints where the slowest 1 %
-of the draining requests spent their time against the median ones.
+sys.setswitchinterval(). --standalone is the control case: gunicorn without djwork and a separate
+`runworkers -c` process draining on the same machine (no GIL shared). --profile marks each
+request's path in the server (select() returned, the connection accepted, pre_request, the view:
+bench/request_marks.py) and prints where the slowest 1 % spent their time against the middle ones.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import ROOT, setup_django, start_redis, stop_worker, table, wait_for
+from common import ROOT, setup_django, start_redis, start_worker, stop_worker, table, wait_for
 
 from djwork.testing.redis_server import free_port
 
@@ -102,6 +103,8 @@ def main() -> None:
     parser.add_argument("--switch-interval", type=float, default=None)
     parser.add_argument("--worker-class", default=None, help="gunicorn worker_class (default: sync)")
     parser.add_argument("--profile", action="store_true", help="mark each request's path in the server")
+    parser.add_argument("--standalone", action="store_true",
+                        help="control case: no embedded worker; a separate runworkers process drains")
     args = parser.parse_args()
     if args.jobs % 100:
         raise SystemExit("--jobs must be a multiple of 100 (the jobs count themselves by the hundred)")
@@ -130,11 +133,14 @@ def main() -> None:
         # from a full queue at once, not at the pushes' pace, and the load never stops to push.
         for start in range(0, args.jobs, 10_000):
             nearly_noop.set(queue="staging").delay_many([()] * min(10_000, args.jobs - start))
+        if args.standalone:
+            env["BENCH_STANDALONE"] = "1"
         web = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "bench/gunicorn_conf.py", "bench.wsgi"],
                                cwd=ROOT, env=env)
+        standalone = start_worker(args.concurrency) if args.standalone else None
         try:
             if not wait_for(lambda: client.scard("processes") > 0, 60, 0.05):
-                raise SystemExit("the embedded worker never registered")
+                raise SystemExit("the worker never registered")
             time.sleep(1)  # the worker's takers settle onto the empty queue
             warm_up = [get(port) for _ in range(50)]  # imports, the URL resolver
             # Idle stretches and drains take turns, so both phases see the same share of whatever
@@ -161,6 +167,8 @@ def main() -> None:
                 sequence += drained
         finally:
             stop_worker(web)
+            if standalone is not None:
+                stop_worker(standalone)
         if args.profile:
             # The server's marks, one list per request in the client's order: [sent, *marks, done].
             paths = json.loads(Path(env["BENCH_PROFILE"]).read_text())
@@ -175,13 +183,14 @@ def main() -> None:
             (f"GET /ping at {args.rate:.0f}/s, draining, p50 / p90 / p99 ({len(busy)} requests)",
              f"{percentile(busy_ms, .5):.2f} / {percentile(busy_ms, .9):.2f} / {percentile(busy_ms, .99):.2f} ms"),
             ("draining p99 / idle p99", f"{percentile(busy_ms, .99) / percentile(idle_ms, .99):.2f}x"),
-            (f"drain of {rounds} x {args.jobs:,} no-op jobs by the embedded worker",
+            (f"drain of {rounds} x {args.jobs:,} no-op jobs",
              f"{rounds * args.jobs / drain_seconds:,.0f} jobs/s"),
         ]
         if args.profile:
             rows += [("idle requests' path", "")] + breakdown(idle)
             rows += [("draining requests' path", "")] + breakdown(busy)
-        title = (f"embedded worker in gunicorn ({args.worker_class or 'sync'}): -c {args.concurrency}, "
+        where = "a separate runworkers process" if args.standalone else "embedded worker in gunicorn"
+        title = (f"{where} ({args.worker_class or 'sync'}): -c {args.concurrency}, "
                  f"EMBEDDED_YIELD {args.yield_}, EMBEDDED_MAX_JOBS_PER_SECOND {args.max_jobs_per_second}, "
                  f"switch interval {args.switch_interval or sys.getswitchinterval()}")
         print(table(rows, title))

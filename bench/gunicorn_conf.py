@@ -3,7 +3,10 @@
 import os
 
 import djwork.gunicorn
-from djwork.gunicorn import *  # noqa: F403 - post_worker_init, worker_exit, pre_request, post_request
+
+if not os.environ.get("BENCH_STANDALONE"):
+    # --standalone: no embedded worker (a separate runworkers process drains), the control case.
+    from djwork.gunicorn import *  # noqa: F403 - post_worker_init, worker_exit, pre_request, post_request
 
 bind = os.environ["BENCH_BIND"]
 workers = 1
@@ -25,7 +28,7 @@ if os.environ.get("BENCH_PROFILE"):
 
     def pre_request(worker, req):
         request_marks.mark("pre_request")
-        djwork.gunicorn.pre_request(worker, req)
+        djwork.gunicorn.pre_request(worker, req)  # a no-op without an embedded worker
 
     def post_request(worker, req, environ=None, resp=None):
         request_marks.mark("post_request")
