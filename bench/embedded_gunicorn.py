@@ -103,6 +103,8 @@ def main() -> None:
     parser.add_argument("--switch-interval", type=float, default=None)
     parser.add_argument("--worker-class", default=None, help="gunicorn worker_class (default: sync)")
     parser.add_argument("--profile", action="store_true", help="mark each request's path in the server")
+    parser.add_argument("--nice", type=int, default=None,
+                        help="experiment: renice the embedded worker's threads by this much after its boot")
     parser.add_argument("--standalone", action="store_true",
                         help="control case: no embedded worker; a separate runworkers process drains")
     args = parser.parse_args()
@@ -135,6 +137,8 @@ def main() -> None:
             nearly_noop.set(queue="staging").delay_many([()] * min(10_000, args.jobs - start))
         if args.standalone:
             env["BENCH_STANDALONE"] = "1"
+        if args.nice:
+            env["BENCH_NICE"] = str(args.nice)
         web = subprocess.Popen([sys.executable, "-m", "gunicorn", "-c", "bench/gunicorn_conf.py", "bench.wsgi"],
                                cwd=ROOT, env=env)
         standalone = start_worker(args.concurrency) if args.standalone else None
@@ -192,7 +196,7 @@ def main() -> None:
         where = "a separate runworkers process" if args.standalone else "embedded worker in gunicorn"
         title = (f"{where} ({args.worker_class or 'sync'}): -c {args.concurrency}, "
                  f"EMBEDDED_YIELD {args.yield_}, EMBEDDED_MAX_JOBS_PER_SECOND {args.max_jobs_per_second}, "
-                 f"switch interval {args.switch_interval or sys.getswitchinterval()}")
+                 f"switch interval {args.switch_interval or sys.getswitchinterval()}, nice {args.nice or 0}")
         print(table(rows, title))
         print(f"load average: {Path('/proc/loadavg').read_text().strip()}")
     finally:

@@ -37,3 +37,22 @@ if os.environ.get("BENCH_PROFILE"):
     def worker_exit(server, worker):
         request_marks.dump()
         djwork.gunicorn.worker_exit(server, worker)
+
+if os.environ.get("BENCH_NICE"):
+    # Experiment (--nice N): the embedded worker's threads at a lower OS priority than the request thread.
+    import threading
+
+    _post_worker_init = post_worker_init  # noqa: F405
+
+    def post_worker_init(worker):
+        _post_worker_init(worker)
+
+        def renice():
+            import time
+
+            time.sleep(3)  # after the boot: the processor threads exist
+            for thread in threading.enumerate():
+                if thread.name.startswith("djwork") and thread.native_id:
+                    os.setpriority(os.PRIO_PROCESS, thread.native_id, int(os.environ["BENCH_NICE"]))
+
+        threading.Thread(target=renice, daemon=True).start()
