@@ -171,10 +171,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "EMBEDDED_YIELD", 0, seconds_or_zero, "djwork.E071",
         "seconds an embedded worker may wait for requests in flight before each job, e.g. 1; 0 turns it off",
         "Worker",
-        "Embedded worker only (docs/deployment.md): while the host serves a request (counted by djwork.gunicorn's"
-        " `pre_request`/`post_request`, or `djwork.embedded.request_started`/`request_finished`), its threads wait"
-        " before starting their next job and its dispatcher before fetching, at most this many seconds each time."
-        " `0` (the default): no waiting."),
+        "Embedded worker only (docs/deployment.md): while the host serves a request (a connection waiting on"
+        " gunicorn's listener; from accept to close with the `djwork.gunicorn.EmbeddedWorker` worker class;"
+        " djwork.gunicorn's `pre_request`/`post_request`; or `djwork.embedded.request_started`/`request_finished`),"
+        " its threads wait before starting their next job and its dispatcher before fetching, at most this many"
+        " seconds each time. `0` (the default): no waiting."),
     SettingSpec(
         "EMBEDDED_MAX_JOBS_PER_SECOND", None, optional_seconds, "djwork.E072",
         "None, or job starts per second of an embedded worker, e.g. 200", "Worker",

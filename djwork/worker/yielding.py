@@ -14,8 +14,8 @@ stops it. ``EMBEDDED_MAX_JOBS_PER_SECOND`` caps the job starts on top.
 
 A request counted only from gunicorn's ``pre_request`` is counted too late:
 by then the request thread has waited for the GIL behind the job threads
-after select() woke it, again after accept(), again after each recv() of
-the parse (docs/performance.md, Embedded worker, measured). So the gate
+after select() woke it and again after accept() (docs/performance.md,
+Embedded worker, measured). So the gate
 also watches the host's listening sockets (``watch``): a connection
 waiting to be accepted counts as a request in flight, seen by the job
 threads themselves with a zero-timeout select() that needs nothing from
@@ -61,7 +61,9 @@ class RequestGate:
         try:
             # select(), not a poll object: one of those raises when two threads poll it at once.
             return bool(select.select(listeners, (), (), 0)[0])
-        except (OSError, ValueError):  # the host closed its listener (shutting down): nothing to wait for
+        # OSError: the host closed its listener (shutting down); ValueError: an fd select() cannot take
+        # (above FD_SETSIZE). Either way no more watching, rather than an error before every job.
+        except (OSError, ValueError):
             self.listeners = []
             return False
 
