@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import threading
 
@@ -88,3 +89,22 @@ def test_embedded_worker_class_holds_jobs_from_the_connection_not_from_pre_reque
     assert answer.startswith(b"HTTP/1.1 200"), server.log()[-2000:]
     assert answer.endswith(b"released 0"), answer  # no job completed between the connect and the view's read
     wait_until(lambda: len(counts(raw_redis)) == 5, 30, "every job run once the request returned")
+
+
+def test_the_gate_counts_a_connection_waiting_on_a_watched_listener_until_it_is_accepted():
+    from djwork.worker.yielding import RequestGate
+
+    gate = RequestGate(max_pause=1)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        gate.watch([listener])
+        assert not gate.busy
+        with socket.create_connection(listener.getsockname()):
+            # Readable once the kernel has queued the connection: wait for that, then the gate must see it.
+            select.select([listener], [], [], 10)
+            assert gate.busy
+            accepted, _ = listener.accept()
+            accepted.close()
+            assert not gate.busy  # accepted: from here the host's own count (EmbeddedWorker) takes over
+        listener.close()
+        assert not gate.busy  # a closed listener stops the watch instead of raising before every job
+    assert gate.listeners == []
