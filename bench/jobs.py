@@ -65,3 +65,17 @@ def drain_window():
 def batch_done(status):
     """bench/batch.py's success callback: the drain of a batch ends when it has run."""
     counter.client().set("bench:batch-done", status["total"])
+
+
+# bench/async_jobs.py: I/O-bound coroutine jobs on the worker's event loop (docs/performance.md).
+import asyncio  # noqa: E402
+
+_sleep_runs = itertools.count(1)
+
+
+@djwork.job(queue="bench")
+async def sleep_async(seconds):
+    """Awaits ``seconds`` (I/O standing in); one INCRBY per 100 runs, as _drain_body, off the loop's hot path."""
+    await asyncio.sleep(seconds)
+    if next(_sleep_runs) % 100 == 0:
+        counter.client().incrby(counter.COUNTER, 100)

@@ -14,13 +14,22 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memor
 DJWORK = {
     "REDIS_URL": os.environ["BENCH_REDIS_URL"],
     "CONCURRENCY": 10,
+    "ASYNC_CONCURRENCY": int(os.environ.get("BENCH_ASYNC_CONCURRENCY", "100")),
     "QUEUES": ["bench"],
     "LOG_JOBS": False,
     # ./dev bench cpu_per_job --metrics both: the same drain with execution metrics on and off.
     "METRICS": os.environ.get("BENCH_METRICS", "1") != "0",
     # A short beat puts the metrics' flushes inside a short drain's measured window.
     "HEARTBEAT_INTERVAL": float(os.environ.get("BENCH_HEARTBEAT_INTERVAL", "10")),
+    # bench/embedded_gunicorn.py: the embedded worker's share of its web process.
+    "EMBEDDED_YIELD": float(os.environ.get("BENCH_EMBEDDED_YIELD", "0")),
+    "EMBEDDED_MAX_JOBS_PER_SECOND": float(os.environ["BENCH_EMBEDDED_MAX_JOBS"])
+    if os.environ.get("BENCH_EMBEDDED_MAX_JOBS") else None,
 }
+if os.environ.get("BENCH_CONCURRENCY"):
+    DJWORK["CONCURRENCY"] = int(os.environ["BENCH_CONCURRENCY"])
+ROOT_URLCONF = "bench.urls"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 LOGGING = {
     "version": 1,
     "handlers": {"console": {"class": "logging.StreamHandler"}},

@@ -35,6 +35,9 @@ class Config:
     cache: str | None
     redis_options: dict[str, Any]
     concurrency: int
+    async_concurrency: int
+    embedded_yield: float
+    embedded_max_jobs_per_second: float | None
     queues: tuple[tuple[str, int], ...]
     capsules: tuple[Capsule, ...]
     timeout: float

@@ -35,6 +35,8 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from djwork.conf import Config, get_config
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
@@ -42,7 +44,7 @@ from djwork.worker.launcher import Launcher
 
 logger = logging.getLogger("djwork.worker")
 
-__all__ = ["Embedded", "current", "start", "stop"]
+__all__ = ["Embedded", "current", "request_finished", "request_started", "start", "stop", "watch_listeners"]
 
 # How long stop() waits for a boot in progress to notice it should end
 # before stopping the launcher anyway (the launcher's own lock makes the two safe).
@@ -181,6 +183,38 @@ def stop(timeout: float | None = None) -> None:
             atexit.unregister(instance.stop)
         except Exception:  # pragma: no cover - unregister doesn't raise in practice
             pass
+
+
+def request_started() -> None:
+    """The host began serving a request: with EMBEDDED_YIELD set, the worker starts no job until it ends.
+
+    Cheap and safe to call in every request (a no-op without an embedded worker
+    or without EMBEDDED_YIELD / EMBEDDED_MAX_JOBS_PER_SECOND); pair it with
+    ``request_finished()`` in a ``finally``. djwork.gunicorn's hooks call both.
+    """
+    instance = _current
+    gate = instance.launcher.gate if instance is not None and instance.launcher is not None else None
+    if gate is not None:
+        gate.request_started()
+
+
+def request_finished() -> None:
+    instance = _current
+    gate = instance.launcher.gate if instance is not None and instance.launcher is not None else None
+    if gate is not None:
+        gate.request_finished()
+
+
+def watch_listeners(listeners: Iterable[Any]) -> None:
+    """The host's listening sockets (or their fds): with EMBEDDED_YIELD set, a connection waiting on one
+    counts as a request in flight, before the host has had the GIL to accept it (worker/yielding.py).
+
+    Call it after ``start()``; djwork.gunicorn's post_worker_init passes gunicorn's listeners.
+    """
+    instance = current()
+    gate = instance.launcher.gate if instance is not None and instance.launcher is not None else None
+    if gate is not None:
+        gate.watch(listeners)
 
 
 def _autodiscover() -> None:

@@ -115,6 +115,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "CONCURRENCY", 10, count, "djwork.E004", "processor threads per process, e.g. 10", "Worker",
         'Processor threads of the default capsule, per process. An integer >= 1 (`True` and `"10"` are rejected).'),
     SettingSpec(
+        "ASYNC_CONCURRENCY", 100, count, "djwork.E070", "coroutine jobs at once per capsule, e.g. 100", "Worker",
+        "Places for coroutine jobs (`async def` functions decorated with `@djwork.job`), per capsule, on one event"
+        " loop thread per process, apart from the `CONCURRENCY` threads: a processor thread parses the job and"
+        " hands it to the loop, so thousands of jobs awaiting I/O run at once without a thread each. An integer"
+        " >= 1. Coroutine jobs with `limits`/`rate_limit`, and every coroutine job while `SERVER_MIDDLEWARE` is"
+        " set, run on a processor thread instead (docs/performance.md, I/O-bound jobs)."),
+    SettingSpec(
         "QUEUES", ["default"], queue_list, "djwork.E005", QUEUES_HINT, "Worker",
         "Queues of the default capsule. Names alone: strict order, first queue first. `(name, weight)` pairs or"
         ' `"name,weight"` strings with integer weights >= 0: each fetch starts with the queue a smooth weighted'
@@ -160,6 +167,20 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Worker",
         "Seconds running jobs get to finish on shutdown before they are pushed back to their queues. `0` is allowed"
         " (requeue at once)."),
+    SettingSpec(
+        "EMBEDDED_YIELD", 0, seconds_or_zero, "djwork.E071",
+        "seconds an embedded worker may wait for requests in flight before each job, e.g. 1; 0 turns it off",
+        "Worker",
+        "Embedded worker only (docs/deployment.md): while the host serves a request (a connection waiting on"
+        " gunicorn's listener; from accept to close with the `djwork.gunicorn.EmbeddedWorker` worker class;"
+        " djwork.gunicorn's `pre_request`/`post_request`; or `djwork.embedded.request_started`/`request_finished`),"
+        " its threads wait before starting their next job and its dispatcher before fetching, at most this many"
+        " seconds each time. `0` (the default): no waiting."),
+    SettingSpec(
+        "EMBEDDED_MAX_JOBS_PER_SECOND", None, optional_seconds, "djwork.E072",
+        "None, or job starts per second of an embedded worker, e.g. 200", "Worker",
+        "Embedded worker only: at most this many jobs start per second in the web process, its share of the"
+        " CPU. `None` (the default): no cap."),
     SettingSpec("HEARTBEAT_INTERVAL", 10.0, seconds, "djwork.E010", "seconds between beats, e.g. 10", "Worker",
                 "Seconds between a process's heartbeats.", also=("djwork.E013",)),
     SettingSpec(

@@ -11,3 +11,5 @@ timeout = 30
 loglevel = "info"
 # gunicorn >= 25 opens a control socket under $HOME by default; parallel runs would share it.
 control_socket_disable = True
+# tests/test_embedded_yield.py: djwork.gunicorn.EmbeddedWorker.
+worker_class = os.environ.get("DJWORK_TEST_WORKER_CLASS") or "sync"

@@ -37,3 +37,6 @@ if os.environ.get("DJWORK_TEST_STATIC_ROOT"):
     MIDDLEWARE = [*MIDDLEWARE]  # noqa: F405
     MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
                       "whitenoise.middleware.WhiteNoiseMiddleware")
+# tests/test_embedded_yield.py serves its own view (tests/urls_hold.py) from gunicorn.
+if os.environ.get("DJWORK_TEST_URLCONF"):
+    ROOT_URLCONF = os.environ["DJWORK_TEST_URLCONF"]

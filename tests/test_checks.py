@@ -190,6 +190,13 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("CONCURRENCY", "10", "djwork.E004"),
     ("CONCURRENCY", True, "djwork.E004"),
     ("CONCURRENCY", 2.5, "djwork.E004"),
+    ("ASYNC_CONCURRENCY", 0, "djwork.E070"),
+    ("ASYNC_CONCURRENCY", "100", "djwork.E070"),
+    ("ASYNC_CONCURRENCY", True, "djwork.E070"),
+    ("EMBEDDED_YIELD", -1, "djwork.E071"),
+    ("EMBEDDED_YIELD", "1", "djwork.E071"),
+    ("EMBEDDED_MAX_JOBS_PER_SECOND", 0, "djwork.E072"),
+    ("EMBEDDED_MAX_JOBS_PER_SECOND", "200", "djwork.E072"),
     ("QUEUES", [("critical", -1)], "djwork.E005"),       # negative weight
     ("QUEUES", [("critical", "3")], "djwork.E005"),      # non-int weight
     ("QUEUES", [("critical", 1.5)], "djwork.E005"),

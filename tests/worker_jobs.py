@@ -135,3 +135,13 @@ def finish_when_requeued(key):
                 break
             time.sleep(0.01)
     _count(key)
+
+
+TIMES = "t:times"  # LIST of Redis TIME readings, one per run of server_time
+
+
+@djwork.job
+def server_time(key):
+    """Appends the Redis server's clock at its start: one clock for every process, read after the job started."""
+    seconds, microseconds = conn().time()
+    conn().rpush(TIMES, f"{seconds + microseconds / 1e6:.6f}")

@@ -37,3 +37,18 @@ class ProbeJob
     Sidekiq.redis { |conn| conn.rpush("bench:latency", started - sent_at) }
   end
 end
+
+# bench/async_jobs.py --sidekiq: an I/O-bound job (a sleep standing in for the wait), counted per 100 runs as the
+# djwork job is.
+class SleepJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench"
+  @@lock = Mutex.new
+  @@count = 0
+
+  def perform(seconds)
+    sleep(seconds)
+    done = @@lock.synchronize { @@count += 1 }
+    Sidekiq.redis { |conn| conn.incrby("bench:counter", 100) } if (done % 100).zero?
+  end
+end

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from djwork.redis_outage import tracker as outage
 from djwork.worker.acks import AckBuffer
@@ -35,7 +36,8 @@ logger = logging.getLogger("djwork.worker")
 
 class Dispatcher:
     def __init__(self, name: str, fetcher: Fetcher, slots: Slots, acks: AckBuffer, takers: Takers,
-                 work: HandOff[UnitOfWork], arrived: threading.Event, fetch_timeout: float) -> None:
+                 work: HandOff[UnitOfWork], arrived: threading.Event, fetch_timeout: float,
+                 pause: Callable[[], None] | None = None) -> None:
         self.name = name
         self.fetcher = fetcher
         self.slots = slots
@@ -45,6 +47,7 @@ class Dispatcher:
         self.work = work
         self.arrived = arrived  # a job landed or an ack waits: ends the idle wait early
         self.fetch_timeout = fetch_timeout
+        self.pause = pause  # embedded: waits while the host serves a request (yielding.py)
         self.fetching = False  # a fetch is in flight (the dispatcher's or a processor's): one at a time
         # The last fetch filled every free slot, so more jobs are likely waiting:
         # processors then fetch for themselves (refill) and the dispatcher stands by.
@@ -73,6 +76,8 @@ class Dispatcher:
         the two running jobs. Once a fetch comes back short (the queue ran
         dry) or fails, the dispatcher takes over again.
         """
+        if self.pause is not None:
+            self.pause()
         slots = self.slots
         with self.condition:
             if (self.fetching or not self.backlog or slots.closed or self.takers.recalling
@@ -178,6 +183,8 @@ class Dispatcher:
                 if not self._reconcile_with_takers_out(acks):
                     self._pause_after_error()
                 continue
+            if self.pause is not None and limit:
+                self.pause()
             units = self._fetch_and_hand_out(limit, acks)
             if units is None:
                 self._pause_after_error()

@@ -32,6 +32,7 @@ from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
 from djwork.worker import task_results
+from djwork.worker.coroutine_jobs import CoroutineJob
 from djwork.worker.failure_log import log_failure
 from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
 from djwork.worker.retry import Decision, decide
@@ -79,6 +80,8 @@ class Executor:
         self.history = history
         self.work = work
         self.server_chain = resolve_all(self.config.server_middleware)
+        # Set by the Launcher once its event loop component exists (coroutines.py).
+        self.coroutines_enabled = False
         self._local = threading.local()
         self._resolved: dict[str, Job | Task | None] = {}
 
@@ -102,20 +105,22 @@ class Executor:
         return found
 
     # --- the job ------------------------------------------------------------------
-    def __call__(self, unit: UnitOfWork, acks: AckBuffer) -> None:
+    def __call__(self, unit: UnitOfWork, acks: AckBuffer) -> CoroutineJob | None:
+        """Run one job; a coroutine job is only prepared and returned, for the Manager to put on the loop."""
         try:
-            self._run(unit, acks)
+            return self._run(unit, acks)
         except Exception:
             # A bug in settling must not kill the processor; the job stays on
             # the in-progress list and orphan recovery hands it back later.
             logger.exception("djwork: internal error while processing a job from %s", unit.queue)
+            return None
 
-    def _run(self, unit: UnitOfWork, acks: AckBuffer) -> None:
+    def _run(self, unit: UnitOfWork, acks: AckBuffer) -> CoroutineJob | None:
         try:
             payload = loads(unit.raw)
         except PayloadError as error:
             self._bury_invalid(unit, acks, str(error))
-            return
+            return None
         jid = payload.get("jid") if isinstance(payload.get("jid"), str) else ""
         class_name = payload["class"]
         locks = job_locks.locks_of(payload)
@@ -139,11 +144,11 @@ class Executor:
             unit.acknowledge(jid)
             unit.expired = 1
             self.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
-            return
+            return None
         if "bid" in payload and batch_runtime.invalidated(payload):  # its batch was stopped (docs/batches.md)
             unit.acknowledge(jid)
             self.history.record(jid, class_name, unit.queue, "invalidated", time.time(), 0.0)
-            return
+            return None
         target = self.resolve(class_name)
         if target is None:
             error = UnknownJobClass(
@@ -155,19 +160,15 @@ class Executor:
                          "sent to dead" if self.config.unknown_class == "dead" else "retrying (UNKNOWN_CLASS=retry)",
                          extra={"jid": jid, "job_class": class_name, "queue": unit.queue})
             self._handle_failure(unit, acks, payload, error, None, time.time(), 0.0, unknown=True)
-            return
-        self._execute(unit, acks, payload, target, jid)
+            return None
+        return self._execute(unit, acks, payload, target, jid)
 
     def _execute(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any],
-                 target: Job | Task, jid: str) -> None:
-        log_jobs = self.config.log_jobs and logger.isEnabledFor(logging.INFO)
-        class_name = payload["class"]
-        started = time.time()
-        tid = self.work.begin(unit.queue, unit.raw, int(started))
-        if log_jobs:
-            logger.info("start jid=%s class=%s", jid, class_name,
-                        extra={"jid": jid, "job_class": class_name, "queue": unit.queue, "event": "start"})
-        clock = time.perf_counter()
+                 target: Job | Task, jid: str) -> CoroutineJob | None:
+        if self.on_loop(target):
+            # The body runs on the event loop (coroutines.py); the Manager moves the job to a place there.
+            return CoroutineJob(self, unit, acks, payload, target, jid)
+        started, clock, tid = self.begin(unit, payload, jid)
         error: BaseException | None = None
         running = None
         request = events = None
@@ -192,6 +193,35 @@ class Executor:
             self.work.end(tid)
             if running is not None:
                 batch_runtime.leave(running)
+        self.settle(unit, acks, payload, target, jid, started, clock, result, error, events)
+        return None
+
+    def on_loop(self, target: Job | Task) -> bool:
+        """Whether a job runs on the event loop: an ``async def`` job whose body nothing must wrap.
+
+        Limits wait for a slot, and server middleware wraps the call, synchronously:
+        around a coroutine not yet awaited they would hold and time nothing, so such
+        jobs run on their processor thread as before.
+        """
+        return (self.coroutines_enabled and isinstance(target, Job) and target.is_async
+                and not target.limits and not self.server_chain)
+
+    def begin(self, unit: UnitOfWork, payload: dict[str, Any], jid: str,
+              tid: str | None = None) -> tuple[float, float, str]:
+        """A job starts: the work hash and the start line; returns (started, clock, tid)."""
+        started = time.time()
+        tid = self.work.begin(unit.queue, unit.raw, int(started), tid)
+        if self.config.log_jobs and logger.isEnabledFor(logging.INFO):
+            logger.info("start jid=%s class=%s", jid, payload["class"],
+                        extra={"jid": jid, "job_class": payload["class"], "queue": unit.queue, "event": "start"})
+        return started, time.perf_counter(), tid
+
+    def settle(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any], target: Job | Task, jid: str,
+               started: float, clock: float, result: Any, error: BaseException | None,
+               events: task_events.RunEvents | None = None) -> None:
+        """A job ended: ack, history, metrics and results on success; the retry path on failure."""
+        log_jobs = self.config.log_jobs and logger.isEnabledFor(logging.INFO)
+        class_name = payload["class"]
         elapsed_ms = (time.perf_counter() - clock) * 1000
         if error is None:
             unit.processed = 1

@@ -35,6 +35,7 @@ from djwork.conf import Config
 from djwork.redis_outage import tracker as outage
 from djwork.redis_url import public_location
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
+from djwork.worker.coroutines import Coroutines
 from djwork.worker.execution import Executor
 from djwork.worker.fetch import Fetcher, IsolationGate
 from djwork.worker.health import WorkerProbes, health_server
@@ -49,6 +50,7 @@ from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
+from djwork.worker.yielding import RequestGate
 
 logger = logging.getLogger("djwork.worker")
 
@@ -88,9 +90,16 @@ class Launcher:
         self.history = HistoryRecorder(self.identity, config.history_max_length)
         self.metrics = ExecutionMetrics() if config.metrics else None
         executor = Executor(config, self.identity, self.history, self.work, self.metrics)
+        # One event loop thread for every capsule's coroutine jobs (docs/performance.md, I/O-bound jobs).
+        self.coroutines = Coroutines()
+        executor.coroutines_enabled = True
+        # Embedded: the host's requests in flight, which the worker steps aside for (yielding.py).
+        self.gate = RequestGate(config.embedded_yield, config.embedded_max_jobs_per_second) if embedded and (
+            config.embedded_yield or config.embedded_max_jobs_per_second) else None
         self.managers = [
             Manager(capsule, fetcher, executor, self.request_shutdown,
-                    fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout)
+                    fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout,
+                    coroutines=self.coroutines, async_places=config.async_concurrency, gate=self.gate)
             for capsule, fetcher in zip(config.capsules, fetchers, strict=True)
         ]
         self.heartbeat = Heartbeat(config, self.process, self.state, self.work, self.take_counts, in_progress_keys,
@@ -176,6 +185,7 @@ class Launcher:
         self.history.start()
         self.heartbeat.start()
         self.key_guard.start()
+        self.coroutines.start()
         for manager in self.managers:
             manager.start()
         self.poller.start()
@@ -229,6 +239,8 @@ class Launcher:
             return
         self.state.shutdown_deadline = time.monotonic() + timeout
         self.boot_sleeper.stop()
+        if self.gate is not None:
+            self.gate.close()  # the drain runs at full speed: the deadline is the host's, not ours
         try:
             self.quiet()
             stoppers = [
@@ -252,6 +264,8 @@ class Launcher:
             self._guarded("periodic", self.periodic.stop)
             self._guarded("queue-sampler", self.queue_sampler.stop)
             self._guarded("leader", self.leader.stop)
+            # After the managers: each cancelled its own coroutines at its deadline.
+            self._guarded("coroutines", self.coroutines.stop)
             self._guarded("reaper", self.reaper.stop)
             self._guarded("key-guard", self.key_guard.stop)
             # Joined before clearing: a beat still in flight would SADD us back into

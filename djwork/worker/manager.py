@@ -21,15 +21,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from djwork.conf import Capsule
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT
+from djwork.worker.coroutines import Coroutines
 from djwork.worker.dispatcher import Dispatcher
 from djwork.worker.fetch import Ack, Fetcher, UnitOfWork
 from djwork.worker.handoff import HandOff
 from djwork.worker.slots import Slots
 from djwork.worker.takers import Takers
+from djwork.worker.yielding import RequestGate
 
 logger = logging.getLogger("djwork.worker")
 
@@ -38,25 +41,30 @@ logger = logging.getLogger("djwork.worker")
 HOT_PROCESSORS = 2
 ESCALATE_AFTER = 0.003
 
-RunJob = Callable[[UnitOfWork, AckBuffer], None]
+# Runs a job on the calling thread; returns None, or a coroutine job (coroutine_jobs.py) to put on the loop.
+RunJob = Callable[[UnitOfWork, AckBuffer], Any]
 
 
 class Manager:
     def __init__(self, capsule: Capsule, fetcher: Fetcher, run_job: RunJob, request_shutdown: Callable[[], None],
-                 *, fetch_timeout: float, socket_timeout: float) -> None:
+                 *, fetch_timeout: float, socket_timeout: float, coroutines: Coroutines | None = None,
+                 async_places: int = 0, gate: RequestGate | None = None) -> None:
         self.capsule = capsule
         self.fetcher = fetcher
         self.run_job = run_job
         self.request_shutdown = request_shutdown
         self.concurrency = capsule.concurrency
-        self.slots = Slots(capsule.concurrency, keep_units=not fetcher.reliable)
+        self.coroutines = coroutines
+        self.gate = gate  # embedded: steps aside while the host serves requests (yielding.py)
+        self.slots = Slots(capsule.concurrency, keep_units=not fetcher.reliable,
+                           async_places=async_places if coroutines is not None else 0)
         self.condition = self.slots.condition
         self.acks = AckBuffer(fetcher.reliable)
         self.work: HandOff[UnitOfWork] = HandOff(capsule.concurrency, HOT_PROCESSORS, ESCALATE_AFTER)
         arrived = threading.Event()
         self.takers = Takers(fetcher, self.slots, self.acks, self.work, arrived.set, fetch_timeout, socket_timeout)
         self.dispatcher = Dispatcher(capsule.name, fetcher, self.slots, self.acks, self.takers, self.work, arrived,
-                                     fetch_timeout)
+                                     fetch_timeout, gate.pause if gate is not None else None)
         self.processed = 0
         self.expired = 0
         self.failed = 0
@@ -127,7 +135,12 @@ class Manager:
                 # Past the deadline: whatever is still running is requeued
                 # below, so its eventual finish must not ack or retry it.
                 self.acks.abandoned = True
-            return unfinished, self.acks.take(), slots.running_units()
+                self.condition.notify_all()  # a processor waiting for a place gives its job up
+            result = unfinished, self.acks.take(), slots.running_units()
+        if unfinished and self.coroutines is not None:
+            # A coroutine can be stopped, unlike a thread: cancelled now, its requeued copy is the only run left.
+            self.coroutines.cancel(self)
+        return result
 
     def _requeue(self, acks: list[Ack], unfinished_units: list[UnitOfWork]) -> None:
         try:
@@ -165,16 +178,22 @@ class Manager:
 
     def _processor_loop(self) -> None:
         me = threading.current_thread()
-        work, dispatcher = self.work, self.dispatcher
+        work, dispatcher, gate = self.work, self.dispatcher, self.gate
         try:
             while True:
                 unit = work.get()
                 if unit is None:
                     return
+                handed = False
                 try:
-                    self.run_job(unit, self.acks)
+                    if gate is not None:
+                        gate.before_job()
+                    coroutine_job = self.run_job(unit, self.acks)
+                    if coroutine_job is not None:
+                        handed = self._to_loop(unit, coroutine_job)
                 finally:
-                    self._release(unit)
+                    if not handed:
+                        self._release(unit)
                 if dispatcher.backlog and not work.waiting():
                     dispatcher.refill()
         except BaseException:
@@ -199,8 +218,39 @@ class Manager:
             logger.exception("djwork: could not replace a dead processor; shutting down")
             self.request_shutdown()
 
-    def _release(self, unit: UnitOfWork) -> None:
-        """The job's slot, ack and counts, settled in one locked step (the per-job cost)."""
+    def _to_loop(self, unit: UnitOfWork, coroutine_job: Any) -> bool:
+        """Move a coroutine job from this processor's slot to a place on the loop; False if it never went."""
+        slots, coroutines = self.slots, self.coroutines
+        assert coroutines is not None
+        with self.condition:
+            slots.waiting_for_place += 1
+            try:
+                # Every place taken: this thread (and its slot) waits, so the fetches
+                # stop too; nothing is taken from Redis that nobody can run.
+                while slots.async_free <= 0 and not self.acks.abandoned:
+                    self.condition.wait(1.0)
+            finally:
+                slots.waiting_for_place -= 1
+            if self.acks.abandoned:
+                return False  # past the shutdown deadline: its copy was pushed back, it never started here
+            slots.move_to_place()
+            self.condition.notify_all()  # a slot is free again: the dispatcher may fetch into it
+            wake = self.dispatcher.idle
+        if wake:
+            self.dispatcher.wake()
+        try:
+            coroutines.submit(self, coroutine_job.run(coroutines.finisher),
+                              lambda: self._release(unit, on_place=True))
+        except Exception:
+            logger.exception("djwork: could not hand a coroutine job to the event loop; it stays in progress")
+            with self.condition:
+                slots.async_free += 1
+                slots.free -= 1
+            return False
+        return True
+
+    def _release(self, unit: UnitOfWork, on_place: bool = False) -> None:
+        """The job's slot (or place), ack and counts, settled in one locked step (the per-job cost)."""
         slots, acks, dispatcher = self.slots, self.acks, self.dispatcher
         if unit.isolated:
             self.fetcher.isolation.release()
@@ -210,10 +260,13 @@ class Manager:
             self.processed += unit.processed
             self.failed += unit.failed
             self.expired += unit.expired
-            slots.finish(unit)
+            if on_place:
+                slots.finish_on_place(unit)
+            else:
+                slots.finish(unit)
             # Through a backlog this processor fetches the next batch itself
             # (refill): waking the dispatcher would only add a thread to pass the GIL to.
-            if not dispatcher.backlog or slots.closed:
+            if not dispatcher.backlog or slots.closed or (on_place and slots.waiting_for_place):
                 self.condition.notify_all()
             ack_waiting = bool(acks.pending) and dispatcher.idle
         if ack_waiting:

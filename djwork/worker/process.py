@@ -97,9 +97,9 @@ class WorkState:
     def __init__(self) -> None:
         self._running: dict[str, tuple[str, str, int]] = {}
 
-    def begin(self, queue: str, raw: str, run_at: int) -> str:
-        """This thread started a job; returns its tid for ``end``."""
-        tid = thread_id()
+    def begin(self, queue: str, raw: str, run_at: int, tid: str | None = None) -> str:
+        """This thread (or the coroutine job with ``tid``) started a job; returns its tid for ``end``."""
+        tid = tid or thread_id()
         self._running[tid] = (queue, raw, run_at)
         return tid
 

@@ -23,10 +23,15 @@ if TYPE_CHECKING:
 
 
 class Slots:
-    def __init__(self, concurrency: int, *, keep_units: bool = False) -> None:
+    def __init__(self, concurrency: int, *, keep_units: bool = False, async_places: int = 0) -> None:
         self.concurrency = concurrency
         self.condition = threading.Condition()
         self.free = concurrency  # slots neither running a job nor handed out for a fetch or a take
+        # Places for coroutine jobs on the event loop (coroutines.py), apart from the thread slots:
+        # a coroutine job moves from its processor's slot to a place, so the thread fetches again.
+        self.async_places = async_places
+        self.async_free = async_places
+        self.waiting_for_place = 0  # processors holding a coroutine job until a place frees
         # Per queue index: takers blocked on it (or settling what they took), each holding a free slot.
         self.reserved_by_queue: collections.Counter[int] = collections.Counter()
         # Raw payload -> how many copies run here: what a reconcile matches Redis's lists against.
@@ -52,8 +57,8 @@ class Slots:
 
     @property
     def busy(self) -> int:
-        """Slots running a job or held for one (a lock-free read is fine for reporting)."""
-        return self.concurrency - self.free
+        """Slots and places running a job or held for one (a lock-free read is fine for reporting)."""
+        return self.concurrency - self.free + self.async_places - self.async_free
 
     @property
     def closed(self) -> bool:
@@ -95,6 +100,17 @@ class Slots:
         if self.units is not None:
             self.units.pop(id(unit), None)
         self.free += 1
+
+    def move_to_place(self) -> None:
+        """A coroutine job leaves its processor's slot for a place (``async_free`` > 0): still running."""
+        self.async_free -= 1
+        self.free += 1
+
+    def finish_on_place(self, unit: UnitOfWork) -> None:
+        """A coroutine job let go of its place."""
+        self.finish(unit)
+        self.free -= 1
+        self.async_free += 1
 
     def running_units(self) -> list[UnitOfWork]:
         """Basic fetch: the jobs still running (or handed out), to push back at shutdown; [] otherwise."""

@@ -1,0 +1,80 @@
+"""A coroutine job: an ``async def`` djwork job whose body runs on the worker's event loop (coroutines.py).
+
+The processor thread does everything before the body (parse, locks,
+expiry, resolve) exactly as for a thread job, and hands a ``CoroutineJob``
+to the Manager, which moves it from its thread slot to a place on the loop.
+There ``run()`` begins it, awaits the body and settles it through the same
+``Executor.settle`` as a thread job: the same ack, history, metrics and
+retry filing. Settling steps that talk to Redis (a failure's filing, a
+batch's kept result) run on a finisher thread, so one slow round trip never
+stalls the other coroutines on the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from concurrent.futures import Executor as ThreadPool
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from djwork.batches import runtime as batch_runtime
+from djwork.worker.process import base36
+
+if TYPE_CHECKING:
+    from djwork.jobs import Job
+    from djwork.worker.acks import AckBuffer
+    from djwork.worker.fetch import UnitOfWork
+
+logger = logging.getLogger("djwork")
+
+# Each coroutine job gets a tid of its own in the work hash (Sidekiq's is per thread; many jobs share
+# the loop's thread here). next() on a count is one C call: safe from every processor thread.
+_tids = itertools.count(1)
+
+
+@dataclass(slots=True)
+class CoroutineJob:
+    # The execution.Executor that prepared the job (its begin/request/settle/work): typed loosely,
+    # since the Executor builds CoroutineJobs and a type import back would be a cycle.
+    executor: Any
+    unit: UnitOfWork
+    acks: AckBuffer
+    payload: dict[str, Any]
+    target: Job
+    jid: str
+
+    async def run(self, finisher: ThreadPool) -> None:
+        """Begin, await the body, settle; never raises (a failure takes the retry path)."""
+        executor, unit, payload = self.executor, self.unit, self.payload
+        tid = base36((next(_tids) << 20) ^ os.getpid())
+        started, clock, tid = executor.begin(unit, payload, self.jid, tid)
+        # Inside this task's own context (each task copies one): a batch opened in
+        # the body is a child of this job's batch only, not of its loop neighbours'.
+        running = batch_runtime.enter(payload)
+        error: BaseException | None = None
+        result = None
+        try:
+            result = await self.target.run(executor._request(payload, unit.queue, self.jid))
+        except asyncio.CancelledError as cancelled:
+            if self.acks.abandoned:
+                # Cancelled at the shutdown deadline: the requeue pushed its copy back, so
+                # this run files nothing (a thread job past the deadline files nothing either).
+                logger.warning("djwork: coroutine job %s cancelled at the shutdown deadline; it was requeued",
+                               self.jid)
+                executor.work.end(tid)
+                return
+            error = cancelled
+        except BaseException as caught:
+            error = caught
+        finally:
+            batch_runtime.leave(running)
+        executor.work.end(tid)
+        if error is not None or "bid" in payload or payload.get("djwork_task"):
+            await asyncio.get_running_loop().run_in_executor(
+                finisher, executor.settle, unit, self.acks, payload, self.target, self.jid, started, clock, result,
+                error)
+        else:
+            executor.settle(unit, self.acks, payload, self.target, self.jid, started, clock, result, error)
