@@ -7,6 +7,8 @@ from djwork.cron.entries import periodic
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
+from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultTimeout
+from djwork.revoke import TerminateNotSupported, revoke, revoked
 
 __version__ = "0.1.0"
 
@@ -20,17 +22,23 @@ def mark_deploy(label: str | None = None) -> bool:
 
 __all__ = [
     "ArgumentError",
+    "AsyncResult",
     "Batch",
     "BatchError",
     "BoundJob",
     "CanvasError",
     "ChordError",
     "EnqueueError",
+    "JobError",
+    "JobRevoked",
     "Job",
     "JobRef",
     "MaxRetriesExceededError",
+    "ResultNotStored",
+    "ResultTimeout",
     "Retry",
     "Signature",
+    "TerminateNotSupported",
     "UnknownJobClass",
     "WrongTypeKey",
     "chain",
@@ -40,6 +48,8 @@ __all__ = [
     "job",
     "mark_deploy",
     "periodic",
+    "revoke",
+    "revoked",
     "shared_task",
     "signature",
 ]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from djwork import options as enqueue_options
-from djwork import unique
+from djwork import result_record, unique
 from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
 from djwork.limiter.job_limits import job_limits
@@ -78,6 +78,12 @@ class Request:
     @property
     def jid(self) -> str | None:
         return self.id
+
+    def is_revoked(self) -> bool:
+        """Whether this job was revoked while it runs (``djwork.revoke``): return early if so."""
+        from djwork.revoke import revoked
+
+        return bool(self.id) and revoked(self.id)
 
     @property
     def batch(self) -> Any:
@@ -136,6 +142,13 @@ def _check_retry(value: Any, where: str) -> bool | int:
     raise TypeError(f"{where}: retry must be True, False or a number of retries, got {value!r}")
 
 
+def _check_ignore_result(value: Any, where: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    name = where if isinstance(where, str) else getattr(where, "__qualname__", where)
+    raise TypeError(f"{name}: ignore_result must be True or False, got {value!r}")
+
+
 def _check_payload_options(options: dict[str, Any], where: str) -> None:
     """The Sidekiq options copied into the payload must have the types Sidekiq reads (docs/wire.md, Jobs)."""
     tags = options.get("tags")
@@ -169,8 +182,11 @@ class Job(Enqueueing):
                  tags: list[str] | None = None, retry_queue: str | None = None,
                  retry_for: int | None = None, limits: Iterable[Any] | None = None,
                  rate_limit: Any = None, unique_for: float | dt.timedelta | None = None,
-                 unique_until: str | None = None, unique_args: Callable[..., Any] | None = None) -> None:
+                 unique_until: str | None = None, unique_args: Callable[..., Any] | None = None,
+                 ignore_result: bool | None = None) -> None:
         self.func = func
+        # None: the RESULTS setting decides, at enqueue (docs/celery.md).
+        self.ignore_result = _check_ignore_result(ignore_result, func)
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.queue = enqueue_options.check_queue(queue, self.name)
         # Acquired by the worker before the body runs, released after (djwork/worker/limits.py).
@@ -248,7 +264,7 @@ class Job(Enqueueing):
                       expires: dt.datetime | float | None = None, queue: str | None = None,
                       retry: bool | int | None = None, jid: str | None = None,
                       unique_for: float | dt.timedelta | None = None, unique_until: str | None = None,
-                      **options: Any) -> tuple[dict[str, Any], float | None]:
+                      ignore_result: bool | None = None, **options: Any) -> tuple[dict[str, Any], float | None]:
         """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
         args = list(args) if args else []
         kwargs = dict(kwargs) if kwargs else {}
@@ -284,6 +300,11 @@ class Job(Enqueueing):
         queue = self.queue if queue is None else enqueue_options.check_queue(queue, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
+        ignore = _check_ignore_result(ignore_result, self.name)
+        if ignore is None:
+            ignore = self.ignore_result if self.ignore_result is not None else not get_config().results
+        if not ignore:
+            extra[result_record.PAYLOAD_FIELD] = True
         payload = build(self.name, args, kwargs, queue=queue,
                         retry=self.retry if retry is None else retry, jid=jid, extra=extra)
         if uniqueness is not None:

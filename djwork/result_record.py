@@ -1,0 +1,112 @@
+"""A job's result record: the Celery-style fields of ``djwork:result:<id>``, written and read.
+
+One HASH per job holds both the Django Tasks record (djwork/tasks_backend.py:
+``status``, ``return_value``, ``errors``...) and, for djwork jobs, Celery's:
+
+    state      PENDING (no record) | STARTED | RETRY | FAILURE | SUCCESS | REVOKED
+    result     JSON: the return value (SUCCESS), or {"exc_type", "exc_message", "exc_args"}
+    traceback  text (RETRY, FAILURE)
+    date_done  epoch seconds (the worker's clock) of the write
+    waiting    present while an ``AsyncResult.get()`` waits (the writer then wakes it)
+
+The worker never writes the HASH itself: it hands a *spec* (one string) to the
+Lua step that ends the job (fetch.lua's ack, fail.lua), which writes it
+(lua/result_lib.lua), so a stored result costs no round trip of its own.
+Whether a job stores anything is decided at enqueue: the payload carries
+``"djwork_result": true`` (RESULTS, ``ignore_result=``; docs/celery.md).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+import orjson
+
+from djwork.conf import Config
+
+PAYLOAD_FIELD = "djwork_result"  # true: the job stores its outcome; Sidekiq ignores the field
+
+PENDING = "PENDING"
+STARTED = "STARTED"
+RETRY = "RETRY"
+FAILURE = "FAILURE"
+SUCCESS = "SUCCESS"
+REVOKED = "REVOKED"
+READY_STATES = frozenset({SUCCESS, FAILURE, REVOKED})
+
+# The Django Tasks backend's statuses, read as Celery's states (one store for both).
+TASK_STATUS_STATES = {"READY": PENDING, "RUNNING": STARTED, "SUCCESSFUL": SUCCESS, "FAILED": FAILURE}
+
+NOT_STORED_CLASS = "djwork.ResultNotStored"
+REVOKED_CLASS = "djwork.JobRevoked"
+TRACEBACK_LIMIT = 10_000  # characters kept, from the end (where the raising line is)
+
+
+def wants_result(payload: dict[str, Any]) -> bool:
+    return payload.get(PAYLOAD_FIELD) is True
+
+
+def spec(state: str, value_json: str, ttl: int, trace: str = "", now: float | None = None) -> str:
+    """The string lua/result_lib.lua writes: ttl, state, date_done, JSON result, traceback (last: may hold newlines)."""
+    return f"{int(ttl)}\n{state}\n{time.time() if now is None else now!r}\n{value_json}\n{trace}"
+
+
+def error_json(class_name: str, message: str, args: Any = None) -> str:
+    record: dict[str, Any] = {"exc_type": class_name, "exc_message": message}
+    if args is not None:
+        record["exc_args"] = args
+    return orjson.dumps(record).decode()
+
+
+def success_spec(value: Any, config: Config) -> str:
+    """SUCCESS with the JSON return value; a value JSON can't carry, or too large, as a clear failure record."""
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError as error:  # orjson.JSONEncodeError is a TypeError
+        return spec(FAILURE, error_json(NOT_STORED_CLASS, f"the return value ({type(value).__qualname__}) is not "
+                                        f"JSON-serialisable: {error}"), config.result_ttl)
+    if len(text) > config.result_max_bytes:
+        return spec(FAILURE, error_json(NOT_STORED_CLASS, f"the return value is {len(text)} bytes of JSON, over "
+                                        f"RESULT_MAX_BYTES ({config.result_max_bytes})"), config.result_ttl)
+    return spec(SUCCESS, text, config.result_ttl)
+
+
+def failure_spec(state: str, error: BaseException, config: Config, wait: float = 0.0) -> str:
+    """RETRY or FAILURE with the exception's class, message, JSON-able args and traceback.
+
+    ``wait`` (seconds until a retry) lengthens the TTL: a RETRY record must outlive the wait.
+    """
+    from djwork.worker.retry import error_class_name, safe_message
+
+    args: Any = None
+    try:
+        candidate = orjson.dumps(list(error.args)).decode()
+        if len(candidate) <= 10_000:
+            args = orjson.loads(candidate)
+    except (TypeError, ValueError):
+        pass
+    trace = "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
+    trace = trace.encode("utf-8", "replace").decode("utf-8", "replace")
+    return spec(state, error_json(error_class_name(error), safe_message(error), args),
+                config.result_ttl + max(0, int(wait)), trace)
+
+
+def revoked_spec(reason: str, config: Config) -> str:
+    return spec(REVOKED, error_json(REVOKED_CLASS, reason), config.result_ttl)
+
+
+def decode(fields: dict[bytes, bytes] | dict[str, str]) -> dict[str, str]:
+    return {(k.decode() if isinstance(k, bytes) else k): (v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
+            for k, v in fields.items()}
+
+
+def state_of(record: dict[str, str]) -> str:
+    """The Celery state of a record: its own ``state``, or the Django Tasks status read as one."""
+    if not record:
+        return PENDING
+    state = record.get("state")
+    if state:
+        return state
+    return TASK_STATUS_STATES.get(record.get("status", ""), PENDING)

@@ -1,0 +1,70 @@
+-- result_lib: a job's result record and its revoke, for the scripts that end or fetch a job
+-- (docs/celery.md). A library: djwork/scripts.py puts this text where a script has the line
+-- `--@include result_lib` (it brings batch_lib with it). Loaded alone it only defines functions.
+-- KEYS and ARGV: none of its own; key names come from the caller's ARGV or KEYS.
+--
+-- A result spec is one string, built by djwork/worker/outcome.py:
+--   "<ttl seconds>\n<STATE>\n<date_done epoch>\n<JSON result>\n<traceback text>"
+-- (JSON carries no raw newline, so only the traceback, last, may hold one).
+--@include batch_lib
+
+-- Write a spec into the HASH `key` unless a revoke got there first (REVOKED stays), and wake a
+-- waiting get() (the HASH's `waiting` field, set by the waiter before it reads) through the LIST
+-- `notify`. Never fails its caller: a key of the wrong type skips the write (the ack goes on).
+local function result_store(key, notify, spec)
+  if key == '' or spec == '' then return end
+  local ttl, state, done, value, trace = string.match(spec, '^(%d+)\n(%u+)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  if not ttl then return end
+  local current = redis.pcall('HMGET', key, 'state', 'waiting')
+  if type(current) == 'table' and current['err'] then return end
+  if current[1] ~= 'REVOKED' then
+    if trace ~= '' then
+      redis.call('HSET', key, 'state', state, 'result', value, 'date_done', done, 'traceback', trace)
+    else
+      redis.call('HSET', key, 'state', state, 'result', value, 'date_done', done)
+    end
+    redis.call('EXPIRE', key, ttl)
+  end
+  if current[2] then
+    redis.pcall('LPUSH', notify, state)
+    redis.pcall('EXPIRE', notify, 60)
+  end
+end
+
+-- Whether `jid` is revoked now: a member of the revoked ZSET whose score (until when) is ahead.
+local function result_revoked(revoked_key, jid, now)
+  local until_score = redis.call('ZSCORE', revoked_key, jid)
+  return until_score and tonumber(until_score) > now
+end
+
+-- The ties of a decoded job (djwork/job_locks.py's rule, kept here for jobs dropped inside Lua):
+-- the lock keys it names under djwork's prefixes, then its batch's b-<bid>.
+local function result_job_ties(job)
+  local ties = {}
+  if type(job['djwork_locks']) == 'table' then
+    for _, key in ipairs(job['djwork_locks']) do
+      if type(key) == 'string' and not string.find(key, '\n', 1, true) and #key < 512
+          and (string.sub(key, 1, 7) == 'unique:' or string.sub(key, 1, 24) == 'djwork:periodic-running:') then
+        ties[#ties + 1] = key
+      end
+    end
+  end
+  local bid = job['bid']
+  if type(bid) == 'string' and #bid <= 64 and string.match(bid, '^[%w_-]+$') then
+    ties[#ties + 1] = 'b-' .. bid
+  end
+  return table.concat(ties, '\n')
+end
+
+-- The jid and the decoded job of a raw payload, or nil (decoded only while something is revoked).
+local function result_jid_of(payload)
+  local ok, job = pcall(cjson.decode, payload)
+  if ok and type(job) == 'table' and type(job['jid']) == 'string' then return job['jid'], job end
+  return nil, nil
+end
+
+-- Seconds since the epoch by Redis's clock.
+local function result_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
