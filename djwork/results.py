@@ -230,7 +230,7 @@ def _value(record: dict[str, str], propagate: bool) -> Any:
 class AsyncResult(ResultMethods):
     """``djwork.AsyncResult(id)``: look up a job's outcome by its id."""
 
-    def __init__(self, id: str) -> None:  # noqa: A002 - Celery's parameter name
+    def __init__(self, id: str) -> None:
         self.id = id
 
     def __repr__(self) -> str:

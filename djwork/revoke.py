@@ -15,9 +15,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from djwork import keys, scripts
+from djwork import keys, result_record, scripts
 from djwork import redis as redis_layer
-from djwork import result_record
 from djwork.conf import get_config
 from djwork.options import check_jid
 

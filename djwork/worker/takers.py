@@ -109,9 +109,9 @@ class QueueTaker:
             taken = taken[1]
         if isinstance(taken, bytes):
             taken = stored_payload(taken)
-            if finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(self.queue_index, taken):
-                taken = None
-            elif revoked and self.fetcher.drop_if_revoked(self.queue_index, taken):
+            dropped = finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
+                self.queue_index, taken)
+            if dropped or (revoked and self.fetcher.drop_if_revoked(self.queue_index, taken)):
                 taken = None
         return taken, bool(paused)
 
