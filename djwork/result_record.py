@@ -19,7 +19,6 @@ Whether a job stores anything is decided at enqueue: the payload carries
 from __future__ import annotations
 
 import time
-import traceback
 from typing import Any
 
 import orjson
@@ -71,26 +70,6 @@ def success_spec(value: Any, config: Config) -> str:
         return spec(FAILURE, error_json(NOT_STORED_CLASS, f"the return value is {len(text)} bytes of JSON, over "
                                         f"RESULT_MAX_BYTES ({config.result_max_bytes})"), config.result_ttl)
     return spec(SUCCESS, text, config.result_ttl)
-
-
-def failure_spec(state: str, error: BaseException, config: Config, wait: float = 0.0) -> str:
-    """RETRY or FAILURE with the exception's class, message, JSON-able args and traceback.
-
-    ``wait`` (seconds until a retry) lengthens the TTL: a RETRY record must outlive the wait.
-    """
-    from djwork.worker.retry import error_class_name, safe_message
-
-    args: Any = None
-    try:
-        candidate = orjson.dumps(list(error.args)).decode()
-        if len(candidate) <= 10_000:
-            args = orjson.loads(candidate)
-    except (TypeError, ValueError):
-        pass
-    trace = "".join(traceback.format_exception(error))[-TRACEBACK_LIMIT:]
-    trace = trace.encode("utf-8", "replace").decode("utf-8", "replace")
-    return spec(state, error_json(error_class_name(error), safe_message(error), args),
-                config.result_ttl + max(0, int(wait)), trace)
 
 
 def revoked_spec(reason: str, config: Config) -> str:

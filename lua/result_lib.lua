@@ -3,7 +3,7 @@
 -- `--@include result_lib` (it brings batch_lib with it). Loaded alone it only defines functions.
 -- KEYS and ARGV: none of its own; key names come from the caller's ARGV or KEYS.
 --
--- A result spec is one string, built by djwork/worker/outcome.py:
+-- A result spec is one string, built by djwork/result_record.py (djwork/worker/outcome.py for failures):
 --   "<ttl seconds>\n<STATE>\n<date_done epoch>\n<JSON result>\n<traceback text>"
 -- (JSON carries no raw newline, so only the traceback, last, may hold one).
 --@include batch_lib

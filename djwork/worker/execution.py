@@ -31,7 +31,7 @@ from djwork.limiter import OverLimit
 from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
-from djwork.worker import task_results
+from djwork.worker import outcome, task_results
 from djwork.worker.failure_log import log_failure
 from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
 from djwork.worker.retry import Decision, decide
@@ -312,7 +312,7 @@ class Executor:
             state = result_record.RETRY if decision.target == "retry" else result_record.FAILURE
             wait = decision.score - time.time() if decision.target == "retry" else 0.0
             result = (keys.result(jid), keys.result_notify(jid),
-                      result_record.failure_spec(state, shown, self.config, wait))
+                      outcome.failure_spec(state, shown, self.config, wait))
         self._file(unit, decision, jid, result)
 
     def _file(self, unit: UnitOfWork, decision: Decision, jid: str,
