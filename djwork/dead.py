@@ -79,7 +79,7 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     stored = "" if target == "drop" else (payload if isinstance(payload, str) else dumps(payload))
     trim = _dead_trim(config, now) if target == "dead" else ["0", "0", "0"]
     return ScriptCall("fail", [source_key, keys.RETRY if target == "retry" else keys.DEAD, keys.DEAD,
-                               keys.ORPHAN_COUNTS, keys.REVOKED],
+                               keys.ORPHAN_COUNTS, keys.REVOKED, keys.RESULT_WAITERS],
                       [raw, stored, repr(float(score)), *trim, "1" if from_in_progress else "0", jid,
                        locks, *result])
 

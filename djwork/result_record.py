@@ -7,7 +7,6 @@ One HASH per job holds both the Django Tasks record (djwork/tasks_backend.py:
     result     JSON: the return value (SUCCESS), or {"exc_type", "exc_message", "exc_args"}
     traceback  text (RETRY, FAILURE)
     date_done  epoch seconds (the worker's clock) of the write
-    waiting    present while an ``AsyncResult.get()`` waits (the writer then wakes it)
 
 The worker never writes the HASH itself: it hands a *spec* (one string) to the
 Lua step that ends the job (fetch.lua's ack, fail.lua), which writes it

@@ -8,12 +8,14 @@ A job stores its outcome when results are on for it (``RESULTS``,
 ``ignore_result=``); the record lives ``RESULT_TTL`` seconds after it is
 written. No record reads as PENDING, as in Celery (an unknown id is PENDING).
 
-``get()`` waits without hammering Redis: it marks the record ``waiting`` and
-reads the state in one round trip, then blocks in BLPOP on the job's notify
-list, which the Lua step that stores the result pushes to when it sees the
-mark. The BLPOP lasts at most ``interval`` seconds, so a waiter whose wake-up
-another waiter took still re-reads the state that often (two round trips per
-``interval`` at most, none in between).
+``get()`` waits without hammering Redis: it registers the jid in
+``djwork:result-waiters`` and reads the record in one MULTI, then blocks in
+BLPOP on the job's notify list, which the Lua step that stores the result
+pushes to when it finds the jid registered (it checks only while the HASH
+exists: nothing per job when nobody waits). The BLPOP lasts at most
+``interval`` seconds, so a waiter whose wake-up another waiter took still
+re-reads the state that often (two round trips per ``interval`` at most, none
+in between).
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ import orjson
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork import result_record as record_fields
-from djwork.conf import get_config
 
+WAITERS_TTL = 60  # seconds: renewed by every waiter on every look
 PENDING = record_fields.PENDING
 STARTED = record_fields.STARTED
 RETRY = record_fields.RETRY
@@ -175,10 +177,9 @@ class ResultMethods:
         jid = self._jid()
         deadline = None if timeout is None else time.monotonic() + timeout
         result_key, notify_key = keys.result(jid), keys.result_notify(jid)
-        ttl = get_config().result_ttl
         interval = max(0.01, float(interval))
         while True:
-            record = _register_and_read(result_key, ttl)
+            record = _register_and_read(jid, result_key)
             if record_fields.state_of(record) in record_fields.READY_STATES:
                 return _value(record, propagate)
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -201,12 +202,12 @@ class ResultMethods:
         return revoke(self._jid(), terminate=terminate, signal=signal)
 
 
-def _register_and_read(result_key: str, ttl: int) -> dict[str, str]:
-    """Mark the record `waiting` and read it, in one MULTI: a result stored after this sees the mark and wakes us."""
+def _register_and_read(jid: str, result_key: str) -> dict[str, str]:
+    """Register as a waiter and read the record, in one MULTI: a result stored after this finds us and wakes us."""
     def run(conn: Any) -> Any:
         pipe = conn.pipeline(transaction=True)
-        pipe.hset(result_key, "waiting", "1")
-        pipe.expire(result_key, ttl, nx=True)  # a mark on no record must not live for ever
+        pipe.hset(keys.RESULT_WAITERS, jid, "1")
+        pipe.expire(keys.RESULT_WAITERS, WAITERS_TTL)  # a waiter gone away leaves nothing for long
         pipe.hgetall(result_key)
         return pipe.execute()[-1]
 

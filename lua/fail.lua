@@ -6,7 +6,7 @@
 -- a dead one does (locks released, its batch told), and its record stays REVOKED.
 -- KEYS[1] = in-progress LIST (or the queue itself in basic mode: nothing is removed then),
 -- KEYS[2] = target ZSET (retry or dead), KEYS[3] = dead ZSET, KEYS[4] = djwork:orphan-counts HASH,
--- KEYS[5] = djwork:revoked ZSET
+-- KEYS[5] = djwork:revoked ZSET, KEYS[6] = djwork:result-waiters HASH
 -- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),
 -- ARGV[3] = score, ARGV[4] = "1" to trim dead, ARGV[5] = dead cutoff score, ARGV[6] = dead max size,
 -- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
@@ -36,6 +36,6 @@ if ARGV[8] ~= '' then
   ties_end(ARGV[9] or '', ARGV[8], retrying and 'retry' or 'dead')
 end
 if ARGV[10] and ARGV[10] ~= '' then
-  result_store(ARGV[10], ARGV[11], ARGV[12])
+  result_store(result_guard(KEYS[5], KEYS[6]), ARGV[10], ARGV[11], ARGV[12], ARGV[8])
 end
 return 1

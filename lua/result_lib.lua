@@ -8,24 +8,34 @@
 -- (JSON carries no raw newline, so only the traceback, last, may hold one).
 --@include batch_lib
 
--- Write a spec into the HASH `key` unless a revoke got there first (REVOKED stays), and wake a
--- waiting get() (the HASH's `waiting` field, set by the waiter before it reads) through the LIST
--- `notify`. Never fails its caller: a key of the wrong type skips the write (the ack goes on).
-local function result_store(key, notify, spec)
+-- What a script's result writes must look out for, read once per call (not per job): whether any
+-- job is revoked now (then a REVOKED record is kept) and whether any get() waits (then it is woken).
+local function result_guard(revoked_key, waiters_key)
+  return {revoked = redis.call('EXISTS', revoked_key) == 1, waiters = redis.call('EXISTS', waiters_key) == 1,
+          revoked_key = revoked_key, waiters_key = waiters_key}
+end
+
+-- Write a spec into the HASH `key` (two commands while nothing is revoked and nobody waits) unless
+-- the job was revoked (its REVOKED record stays), and wake a get() waiting on `jid` (registered in
+-- the waiters HASH before it read the record) through the LIST `notify`. Never fails its caller:
+-- a key of the wrong type skips the write, and the ack goes on.
+local function result_store(guard, key, notify, spec, jid)
   if key == '' or spec == '' then return end
   local ttl, state, done, value, trace = string.match(spec, '^(%d+)\n(%u+)\n([^\n]*)\n([^\n]*)\n(.*)$')
   if not ttl then return end
-  local current = redis.pcall('HMGET', key, 'state', 'waiting')
-  if type(current) == 'table' and current['err'] then return end
-  if current[1] ~= 'REVOKED' then
+  if not (guard.revoked and redis.call('ZSCORE', guard.revoked_key, jid)
+          and redis.pcall('HGET', key, 'state') == 'REVOKED') then
+    local written
     if trace ~= '' then
-      redis.call('HSET', key, 'state', state, 'result', value, 'date_done', done, 'traceback', trace)
+      written = redis.pcall('HSET', key, 'state', state, 'result', value, 'date_done', done, 'traceback', trace)
     else
-      redis.call('HSET', key, 'state', state, 'result', value, 'date_done', done)
+      written = redis.pcall('HSET', key, 'state', state, 'result', value, 'date_done', done)
     end
+    if type(written) == 'table' and written['err'] then return end
     redis.call('EXPIRE', key, ttl)
   end
-  if current[2] then
+  if guard.waiters and redis.call('HDEL', guard.waiters_key, jid) == 1 then
+    -- Woken once: a waiter that wants more (a RETRY is not ready) registers again before it reads.
     redis.pcall('LPUSH', notify, state)
     redis.pcall('EXPIRE', notify, 60)
   end

@@ -10,7 +10,8 @@
 --    (batch_lib). Its orphan count, if any, is cleared.
 -- 4. Record REVOKED in its result HASH (unless it already finished: SUCCESS and FAILURE stay).
 -- KEYS[1] = djwork:revoked ZSET, KEYS[2] = result HASH, KEYS[3] = result-notify LIST,
--- KEYS[4] = schedule ZSET, KEYS[5] = retry ZSET, KEYS[6] = djwork:orphan-counts HASH, KEYS[7..] = queue LISTs
+-- KEYS[4] = schedule ZSET, KEYS[5] = retry ZSET, KEYS[6] = djwork:orphan-counts HASH,
+-- KEYS[7] = djwork:result-waiters HASH, KEYS[8..] = queue LISTs
 -- ARGV[1] = jid, ARGV[2] = ttl seconds, ARGV[3] = result spec (REVOKED), ARGV[4] = scan bound per key
 -- Returns the keys it was removed from (empty: not found waiting).
 --@include result_lib
@@ -46,7 +47,7 @@ for k = 4, 5 do
   until cursor == '0' or seen >= bound
 end
 
-for k = 7, #KEYS do
+for k = 8, #KEYS do
   local start = 0
   while start < bound do
     local items = redis.call('LRANGE', KEYS[k], start, start + 999)
@@ -62,6 +63,8 @@ if #removed > 0 then redis.call('HDEL', KEYS[6], jid) end
 
 local state = redis.call('HGET', KEYS[2], 'state')
 if state ~= 'SUCCESS' and state ~= 'FAILURE' then
-  result_store(KEYS[2], KEYS[3], ARGV[3])
+  local guard = result_guard(KEYS[1], KEYS[7])
+  guard.revoked = false  -- the flag just set is this revoke's own: REVOKED is what it writes
+  result_store(guard, KEYS[2], KEYS[3], ARGV[3], jid)
 end
 return removed

@@ -1,11 +1,13 @@
 -- store_results: write the results of finished jobs whose acks will not ride on a fetch (the
 -- shutdown requeue drops them; a job finished after the shutdown deadline). result_lib does the
 -- write, so it is the ack's own: a REVOKED record stays, a waiting get() is woken.
--- KEYS: none (the keys come in ARGV, as in fetch.lua's acks).
--- ARGV = triples: result HASH key, result-notify LIST key, result spec.
+-- KEYS[1] = djwork:revoked ZSET, KEYS[2] = djwork:result-waiters HASH (the result keys come in ARGV,
+-- as in fetch.lua's acks)
+-- ARGV = quadruples: jid, result HASH key, result-notify LIST key, result spec.
 -- Returns the number of triples.
 --@include result_lib
-for i = 1, #ARGV, 3 do
-  result_store(ARGV[i], ARGV[i + 1], ARGV[i + 2])
+local guard = result_guard(KEYS[1], KEYS[2])
+for i = 1, #ARGV, 4 do
+  result_store(guard, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i])
 end
-return #ARGV / 3
+return #ARGV / 4

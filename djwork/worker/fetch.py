@@ -173,7 +173,7 @@ class Fetcher:
         return [position + 1 for position in ordered]
 
     def script_keys(self, order: list[int]) -> list[str]:
-        layout = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED]
+        layout = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED, keys.RESULT_WAITERS]
         for index in order:
             layout.append(self.queue_keys[index - 1])
             layout.append(self.in_progress_keys[index - 1])
@@ -275,10 +275,11 @@ class Fetcher:
 
     def store_results(self, acks: Sequence[Ack]) -> None:
         """Write the results of acks no fetch will carry (the shutdown requeue drops them), in one step."""
-        args = [arg for ack in acks for arg in ack.result_args() if ack.result]
+        args = [arg for ack in acks if ack.result and ack.jid for arg in (ack.jid, *ack.result_args())]
         if args:
             # Idempotent: the write is a HSET of the same fields (a REVOKED record stays either way).
-            redis_layer.run(lambda conn: scripts.evaluate(conn, "store_results", [], args), idempotent=True)
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "store_results", [keys.REVOKED, keys.RESULT_WAITERS],
+                                                          args), idempotent=True)
 
     def take_isolated(self, queue_index: int) -> StoredPayload | None:
         """An idle taker's look at its queue's isolated list; None when not due or empty.
