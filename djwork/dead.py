@@ -63,7 +63,7 @@ def _dead_trim(config: Config | None, now: float) -> list[Any]:
 def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, payload: dict[str, Any] | str,
                  score: float, jid: str = "", *, from_in_progress: bool = True,
                  config: Config | None = None, now: float | None = None, locks: str = "",
-                 result: tuple[str, str, str] = ("", "", "")) -> ScriptCall:
+                 result: tuple[str, str] = ("", "")) -> ScriptCall:
     """fail.lua: file a failed job in `retry` or `dead` (or nowhere, for "drop") and take ``raw`` off its list.
 
     ``source_key`` is the in-progress list the job was fetched into; with
@@ -72,7 +72,7 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     (djwork/job_locks.py, encoded) are released when the filing ends the job
     (dead or drop) and the jid still owns them; a retry keeps them (fail.lua
     decides). A batch line among them is told "retry" or "dead" (docs/batches.md). ``result`` is the
-    job's result key, notify key and spec (djwork/worker/outcome.py), written in the same step; a job
+    job's result key and spec (djwork/worker/outcome.py), written in the same step; a job
     revoked meanwhile (docs/celery.md) is not filed in `retry`.
     """
     now = time.time() if now is None else now

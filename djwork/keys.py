@@ -36,7 +36,7 @@ ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than
 HISTORY = "djwork:history"  # STREAM of executions, capped (MAXLEN ~)
 RESULT_PREFIX = "djwork:result:"  # HASH result record (Django Tasks and Celery-style fields), TTL RESULT_TTL
 RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting AsyncResult.get(), EXPIRE 60 s
-# HASH jid -> "1": a get() waits on it (the result's writer then pushes its notify LIST and drops the field);
+# HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);
 # EXPIRE 60 s, renewed by every waiter, so the fields of waiters gone away do not stay.
 RESULT_WAITERS = "djwork:result-waiters"
 # ZSET jid -> epoch seconds until which the revoke holds; the key's EXPIRE is RESULT_TTL from the last revoke.

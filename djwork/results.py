@@ -8,7 +8,7 @@ A job stores its outcome when results are on for it (``RESULTS``,
 ``ignore_result=``); the record lives ``RESULT_TTL`` seconds after it is
 written. No record reads as PENDING, as in Celery (an unknown id is PENDING).
 
-``get()`` waits without hammering Redis: it registers the jid in
+``get()`` waits without hammering Redis: unless the record is ready at once, it registers the jid in
 ``djwork:result-waiters`` and reads the record in one MULTI, then blocks in
 BLPOP on the job's notify list, which the Lua step that stores the result
 pushes to when it finds the jid registered (it checks only while the HASH
@@ -179,7 +179,10 @@ class ResultMethods:
         result_key, notify_key = keys.result(jid), keys.result_notify(jid)
         interval = max(0.01, float(interval))
         while True:
-            record = _register_and_read(jid, result_key)
+            # A plain read first: a ready result (the common case after a wake-up) leaves no registration.
+            record = _read(jid)
+            if record_fields.state_of(record) not in record_fields.READY_STATES:
+                record = _register_and_read(jid, result_key, notify_key)
             if record_fields.state_of(record) in record_fields.READY_STATES:
                 return _value(record, propagate)
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -202,11 +205,11 @@ class ResultMethods:
         return revoke(self._jid(), terminate=terminate, signal=signal)
 
 
-def _register_and_read(jid: str, result_key: str) -> dict[str, str]:
+def _register_and_read(jid: str, result_key: str, notify_key: str) -> dict[str, str]:
     """Register as a waiter and read the record, in one MULTI: a result stored after this finds us and wakes us."""
     def run(conn: Any) -> Any:
         pipe = conn.pipeline(transaction=True)
-        pipe.hset(keys.RESULT_WAITERS, jid, "1")
+        pipe.hset(keys.RESULT_WAITERS, jid, notify_key)  # the writer pushes the list named here
         pipe.expire(keys.RESULT_WAITERS, WAITERS_TTL)  # a waiter gone away leaves nothing for long
         pipe.hgetall(result_key)
         return pipe.execute()[-1]

@@ -52,8 +52,8 @@ def revoke(jid: str, terminate: bool = False, signal: Any = None, queue: str | N
             names = [queue]
         else:
             names = sorted(name.decode() if isinstance(name, bytes) else name for name in conn.smembers(keys.QUEUES))
-        script_keys = [keys.REVOKED, keys.result(jid), keys.result_notify(jid), keys.SCHEDULE, keys.RETRY,
-                       keys.ORPHAN_COUNTS, keys.RESULT_WAITERS, *(keys.queue(name) for name in names)]
+        script_keys = [keys.REVOKED, keys.result(jid), keys.SCHEDULE, keys.RETRY, keys.ORPHAN_COUNTS,
+                       keys.RESULT_WAITERS, *(keys.queue(name) for name in names)]
         spec = result_record.revoked_spec(f"job {jid} was revoked", config)
         return scripts.evaluate(conn, "revoke", script_keys, [jid, config.result_ttl, spec, SCAN_BOUND])
 

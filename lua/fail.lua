@@ -12,8 +12,8 @@
 -- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
 -- ARGV[9] = the job's ties, "\n"-separated (djwork/job_locks.py): lock keys, released when the filing
 -- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (batch_lib),
--- ARGV[10] = its result HASH key, ARGV[11] = its result-notify LIST key, ARGV[12] = its result spec
--- ('' for none: the job stores no result; result_lib)
+-- ARGV[10] = its result HASH key, ARGV[11] = its result spec ('' for none: the job stores no result;
+-- result_lib)
 -- Returns 1.
 --@include result_lib
 local retrying = ARGV[2] ~= '' and KEYS[2] ~= KEYS[3]
@@ -36,6 +36,6 @@ if ARGV[8] ~= '' then
   ties_end(ARGV[9] or '', ARGV[8], retrying and 'retry' or 'dead')
 end
 if ARGV[10] and ARGV[10] ~= '' then
-  result_store(result_guard(KEYS[5], KEYS[6]), ARGV[10], ARGV[11], ARGV[12], ARGV[8])
+  result_store(result_guard(KEYS[5], KEYS[6]), ARGV[10], ARGV[11], ARGV[8])
 end
 return 1

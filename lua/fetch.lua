@@ -32,10 +32,10 @@
 -- KEYS[5+3i-2] = queue:<name_i>, KEYS[5+3i-1] = its in-progress LIST, KEYS[5+3i] = its isolated LIST
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
 -- ARGV[4] = isolated jobs that may be taken, ARGV[4+i] = name_i (i = 1..n, in the order of KEYS),
--- then a septuples: queue index i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
+-- then a sextuples: queue index i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
 -- locks bound to the job's life, released with its ack if it still owns them, djwork/job_locks.py;
 -- a b-<bid> line among them is the job's batch, which counts it as succeeded, docs/batches.md),
--- its result HASH key, its result-notify LIST key and its result spec ('', '', '' for none; result_lib)
+-- its result HASH key and its result spec ('', '' for none; result_lib)
 -- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...},
 -- {revoked jids dropped...}}; an index is negative for a job taken from the isolated list.
 --@include result_lib
@@ -68,8 +68,8 @@ for _ = 1, ack_count do
     failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
     ties_end(ARGV[position + 3], ARGV[position + 2], 'ok')  -- its locks, and its batch (batch_lib)
   end
-  result_store(guard, ARGV[position + 4], ARGV[position + 5], ARGV[position + 6], ARGV[position + 2])
-  position = position + 7
+  result_store(guard, ARGV[position + 4], ARGV[position + 5], ARGV[position + 2])
+  position = position + 6
 end
 
 local fetched = {}

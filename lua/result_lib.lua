@@ -16,10 +16,10 @@ local function result_guard(revoked_key, waiters_key)
 end
 
 -- Write a spec into the HASH `key` (two commands while nothing is revoked and nobody waits) unless
--- the job was revoked (its REVOKED record stays), and wake a get() waiting on `jid` (registered in
--- the waiters HASH before it read the record) through the LIST `notify`. Never fails its caller:
--- a key of the wrong type skips the write, and the ack goes on.
-local function result_store(guard, key, notify, spec, jid)
+-- the job was revoked (its REVOKED record stays), and wake a get() waiting on `jid`: registered in
+-- the waiters HASH (its value: the notify LIST to push) before it read the record. Never fails its
+-- caller: a key of the wrong type skips the write, and the ack goes on.
+local function result_store(guard, key, spec, jid)
   if key == '' or spec == '' then return end
   local ttl, state, done, value, trace = string.match(spec, '^(%d+)\n(%u+)\n([^\n]*)\n([^\n]*)\n(.*)$')
   if not ttl then return end
@@ -34,8 +34,10 @@ local function result_store(guard, key, notify, spec, jid)
     if type(written) == 'table' and written['err'] then return end
     redis.call('EXPIRE', key, ttl)
   end
-  if guard.waiters and redis.call('HDEL', guard.waiters_key, jid) == 1 then
+  local notify = guard.waiters and redis.call('HGET', guard.waiters_key, jid)
+  if notify then
     -- Woken once: a waiter that wants more (a RETRY is not ready) registers again before it reads.
+    redis.call('HDEL', guard.waiters_key, jid)
     redis.pcall('LPUSH', notify, state)
     redis.pcall('EXPIRE', notify, 60)
   end

@@ -9,9 +9,8 @@
 -- 3. A removed job ends as a dead one does: its locks are released and its batch counts it as died
 --    (batch_lib). Its orphan count, if any, is cleared.
 -- 4. Record REVOKED in its result HASH (unless it already finished: SUCCESS and FAILURE stay).
--- KEYS[1] = djwork:revoked ZSET, KEYS[2] = result HASH, KEYS[3] = result-notify LIST,
--- KEYS[4] = schedule ZSET, KEYS[5] = retry ZSET, KEYS[6] = djwork:orphan-counts HASH,
--- KEYS[7] = djwork:result-waiters HASH, KEYS[8..] = queue LISTs
+-- KEYS[1] = djwork:revoked ZSET, KEYS[2] = result HASH, KEYS[3] = schedule ZSET, KEYS[4] = retry ZSET,
+-- KEYS[5] = djwork:orphan-counts HASH, KEYS[6] = djwork:result-waiters HASH, KEYS[7..] = queue LISTs
 -- ARGV[1] = jid, ARGV[2] = ttl seconds, ARGV[3] = result spec (REVOKED), ARGV[4] = scan bound per key
 -- Returns the keys it was removed from (empty: not found waiting).
 --@include result_lib
@@ -34,7 +33,7 @@ local function ended(key, job)
   ties_end(result_job_ties(job), jid, 'dead')
 end
 
-for k = 4, 5 do
+for k = 3, 4 do
   local cursor, seen = '0', 0
   repeat
     local reply = redis.call('ZSCAN', KEYS[k], cursor, 'MATCH', '*' .. needle .. '*', 'COUNT', 1000)
@@ -47,7 +46,7 @@ for k = 4, 5 do
   until cursor == '0' or seen >= bound
 end
 
-for k = 8, #KEYS do
+for k = 7, #KEYS do
   local start = 0
   while start < bound do
     local items = redis.call('LRANGE', KEYS[k], start, start + 999)
@@ -59,12 +58,12 @@ for k = 8, #KEYS do
     start = start + 1000
   end
 end
-if #removed > 0 then redis.call('HDEL', KEYS[6], jid) end
+if #removed > 0 then redis.call('HDEL', KEYS[5], jid) end
 
 local state = redis.call('HGET', KEYS[2], 'state')
 if state ~= 'SUCCESS' and state ~= 'FAILURE' then
-  local guard = result_guard(KEYS[1], KEYS[7])
+  local guard = result_guard(KEYS[1], KEYS[6])
   guard.revoked = false  -- the flag just set is this revoke's own: REVOKED is what it writes
-  result_store(guard, KEYS[2], KEYS[3], ARGV[3], jid)
+  result_store(guard, KEYS[2], ARGV[3], jid)
 end
 return removed

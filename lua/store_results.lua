@@ -3,11 +3,11 @@
 -- write, so it is the ack's own: a REVOKED record stays, a waiting get() is woken.
 -- KEYS[1] = djwork:revoked ZSET, KEYS[2] = djwork:result-waiters HASH (the result keys come in ARGV,
 -- as in fetch.lua's acks)
--- ARGV = quadruples: jid, result HASH key, result-notify LIST key, result spec.
+-- ARGV = triples: jid, result HASH key, result spec.
 -- Returns the number of triples.
 --@include result_lib
 local guard = result_guard(KEYS[1], KEYS[2])
-for i = 1, #ARGV, 4 do
-  result_store(guard, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i])
+for i = 1, #ARGV, 3 do
+  result_store(guard, ARGV[i + 1], ARGV[i + 2], ARGV[i])
 end
-return #ARGV / 4
+return #ARGV / 3

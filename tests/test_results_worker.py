@@ -5,6 +5,8 @@ Each test waits for an observable event (the result's state, a counter), never f
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import djwork
@@ -29,6 +31,24 @@ def test_get_returns_the_value_of_add_under_a_real_worker(workers, raw_redis):  
     assert 86_000 < raw_redis.ttl(keys.result(ref.id)) <= 86_400
     ref.forget()
     assert not raw_redis.exists(keys.result(ref.id)) and ref.state == "PENDING"
+
+
+def test_get_is_woken_by_the_stored_result_not_by_its_polling_interval(workers, raw_redis):  # noqa: F811
+    raw_redis.set("t:hold:n", 1)
+    ref = result_jobs.held_value.delay("n", 5)
+    workers.start("-c", "2")
+    wait_until(lambda: raw_redis.hget("t:starts", "n") == b"1", 20, "the job to start")
+
+    def release_once_waiting() -> None:
+        wait_until(lambda: raw_redis.hexists(keys.RESULT_WAITERS, ref.id), 20, "get() registered as a waiter")
+        raw_redis.delete("t:hold:n")
+
+    releaser = threading.Thread(target=release_once_waiting)
+    releaser.start()
+    # An interval longer than the timeout: only the notify the ack pushes can end this wait in time.
+    assert ref.get(timeout=30, interval=120) == 5
+    releaser.join(30)
+    assert not raw_redis.hexists(keys.RESULT_WAITERS, ref.id)  # the writer took the registration
 
 
 def test_a_failure_re_raises_the_original_exception_type_or_returns_it(workers, raw_redis):  # noqa: F811

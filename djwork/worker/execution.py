@@ -306,17 +306,16 @@ class Executor:
         if acks.abandoned:
             return
         jid = payload.get("jid") or ""
-        result = ("", "", "")
+        result = ("", "")
         if jid and result_record.wants_result(payload):  # RETRY or FAILURE, written by fail.lua's own step
             shown = error.exc if isinstance(error, Retry) and error.exc is not None else error
             state = result_record.RETRY if decision.target == "retry" else result_record.FAILURE
             wait = decision.score - time.time() if decision.target == "retry" else 0.0
-            result = (keys.result(jid), keys.result_notify(jid),
-                      outcome.failure_spec(state, shown, self.config, wait))
+            result = (keys.result(jid), outcome.failure_spec(state, shown, self.config, wait))
         self._file(unit, decision, jid, result)
 
     def _file(self, unit: UnitOfWork, decision: Decision, jid: str,
-              result: tuple[str, str, str] = ("", "", "")) -> None:
+              result: tuple[str, str] = ("", "")) -> None:
         call = dead.file_failure(unit.in_progress_key or keys.queue(unit.queue), unit.raw, decision.target,
                                  decision.payload, decision.score, jid,
                                  from_in_progress=bool(unit.in_progress_key), config=self.config,

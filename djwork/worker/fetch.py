@@ -74,11 +74,11 @@ class Ack:
     locks: str = ""
     result: str = ""  # result spec, written by the same fetch.lua step ('' = the job stores none)
 
-    def result_args(self) -> tuple[str, str, str]:
-        """The result key, notify key and spec the job-ending scripts take ('', '', '' for none)."""
+    def result_args(self) -> tuple[str, str]:
+        """The result key and spec the job-ending scripts take ('', '' for none)."""
         if not self.result or not self.jid:
-            return "", "", ""
-        return keys.result(self.jid), keys.result_notify(self.jid), self.result
+            return "", ""
+        return keys.result(self.jid), self.result
 
 
 class IsolationGate:
