@@ -13,9 +13,10 @@ written. No record reads as PENDING, as in Celery (an unknown id is PENDING).
 BLPOP on the job's notify list, which the Lua step that stores the result
 pushes to when it finds the jid registered (it checks only while the HASH
 exists: nothing per job when nobody waits). The BLPOP lasts at most
-``interval`` seconds, so a waiter whose wake-up another waiter took still
-re-reads the state that often (two round trips per ``interval`` at most, none
-in between).
+``interval`` seconds (and at most FETCH_TIMEOUT: it runs on the pool whose
+reply timeout allows a blocking call that long, as the worker's takers do), so
+a waiter whose wake-up another waiter took still re-reads the state that often
+(two or three round trips per ``interval`` at most, none in between).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import orjson
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork import result_record as record_fields
+from djwork.conf import get_config
 
 WAITERS_TTL = 60  # seconds: renewed by every waiter on every look
 PENDING = record_fields.PENDING
@@ -188,8 +190,9 @@ class ResultMethods:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise ResultTimeout(f"job {jid} was not ready within {timeout} s")
-            wait = interval if remaining is None else min(interval, remaining)
-            redis_layer.run(lambda conn, wait=wait: conn.blpop([notify_key], timeout=wait), idempotent=True)
+            wait = min(interval, get_config().fetch_timeout, remaining if remaining is not None else interval)
+            redis_layer.run(lambda conn, wait=wait: conn.blpop([notify_key], timeout=wait), idempotent=True,
+                            purpose="fetch")
 
     wait = get
 

@@ -33,7 +33,9 @@ def test_get_returns_the_value_of_add_under_a_real_worker(workers, raw_redis):  
     assert not raw_redis.exists(keys.result(ref.id)) and ref.state == "PENDING"
 
 
-def test_get_is_woken_by_the_stored_result_not_by_its_polling_interval(workers, raw_redis):  # noqa: F811
+def test_get_is_woken_by_the_stored_result_not_by_its_polling_interval(workers, raw_redis, settings):  # noqa: F811
+    # Its blocking wait is capped by FETCH_TIMEOUT (the reply timeout it runs under): raised past the timeout here.
+    settings.DJWORK = {**settings.DJWORK, "FETCH_TIMEOUT": 60}
     raw_redis.set("t:hold:n", 1)
     ref = result_jobs.held_value.delay("n", 5)
     workers.start("-c", "2")
@@ -49,6 +51,17 @@ def test_get_is_woken_by_the_stored_result_not_by_its_polling_interval(workers, 
     assert ref.get(timeout=30, interval=120) == 5
     releaser.join(30)
     assert not raw_redis.hexists(keys.RESULT_WAITERS, ref.id)  # the writer took the registration
+
+
+def test_the_ack_pushes_the_notify_list_a_registered_waiter_named(workers, raw_redis):  # noqa: F811
+    # The writer's half of get()'s wake-up, seen without a waiter consuming it.
+    ref = result_jobs.add.delay(7, 8)
+    raw_redis.hset(keys.RESULT_WAITERS, ref.id, keys.result_notify(ref.id))
+    workers.start("-c", "2")
+    wait_until(lambda: raw_redis.hget(keys.result(ref.id), "state") == b"SUCCESS", 20, "the result")
+    assert raw_redis.lrange(keys.result_notify(ref.id), 0, -1) == [b"SUCCESS"]
+    assert 0 < raw_redis.ttl(keys.result_notify(ref.id)) <= 60
+    assert not raw_redis.hexists(keys.RESULT_WAITERS, ref.id)
 
 
 def test_a_failure_re_raises_the_original_exception_type_or_returns_it(workers, raw_redis):  # noqa: F811
