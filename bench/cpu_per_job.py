@@ -101,7 +101,9 @@ def main() -> None:
         compared = "results" if options.results == "both" else "metrics"
         os.environ["BENCH_METRICS"] = "1" if options.metrics != "off" else "0"
         for number in range(1, options.runs + 1):
-            for mode in (("off", "on") if "both" in (options.metrics, options.results) else (options.metrics,)):
+            # Each round swaps which goes first, so a drift of the machine over the runs hits both alike.
+            pair = ("off", "on") if number % 2 else ("on", "off")
+            for mode in (pair if "both" in (options.metrics, options.results) else (options.metrics,)):
                 results = (mode == "on") if compared == "results" else options.results == "on"
                 if compared == "metrics":
                     os.environ["BENCH_METRICS"] = "1" if mode == "on" else "0"

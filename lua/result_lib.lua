@@ -4,9 +4,15 @@
 -- KEYS and ARGV: none of its own; key names come from the caller's ARGV or KEYS.
 --
 -- A result spec is one string, built by djwork/result_record.py (djwork/worker/outcome.py for failures):
---   "<ttl seconds>\n<STATE>\n<date_done epoch>\n<JSON result>\n<traceback text>"
+--   "<ttl seconds>\n<STATE>\n<date_done epoch, or '' for Redis's clock now>\n<JSON result>\n<traceback text>"
 -- (JSON carries no raw newline, so only the traceback, last, may hold one).
 --@include batch_lib
+
+-- Seconds since the epoch by Redis's clock.
+local function result_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
 
 -- What a script's result writes must look out for, read once per call (not per job): whether any
 -- job is revoked now (then a REVOKED record is kept) and whether any get() waits (then it is woken).
@@ -25,6 +31,10 @@ local function result_store(guard, key, spec, jid)
   if not ttl then return end
   if not (guard.revoked and redis.call('ZSCORE', guard.revoked_key, jid)
           and redis.pcall('HGET', key, 'state') == 'REVOKED') then
+    if done == '' then
+      guard.now = guard.now or string.format('%.6f', result_now())  -- one TIME per call, not per job
+      done = guard.now
+    end
     local written
     if trace ~= '' then
       written = redis.pcall('HSET', key, 'state', state, 'result', value, 'date_done', done, 'traceback', trace)
@@ -75,8 +85,3 @@ local function result_jid_of(payload)
   return nil, nil
 end
 
--- Seconds since the epoch by Redis's clock.
-local function result_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
