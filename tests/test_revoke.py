@@ -5,6 +5,7 @@ dashboard's Revoked list (Django's test client).
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -103,3 +104,17 @@ def test_the_history_page_lists_revoked_jobs(raw_redis, django_user_model):
     assert 'id="revoked"' in page and ref.id in page and "REVOKED" in page
     raw_redis.delete(keys.REVOKED)
     assert 'id="revoked"' not in client.get(reverse("djwork_dashboard:history")).content.decode()
+
+
+def test_a_job_revoked_while_it_ran_is_not_filed_for_a_retry_when_it_fails(raw_redis):
+    from djwork import dead, job_locks
+
+    ref = result_jobs.add.apply_async((9, 9), unique_for=600)
+    raw = raw_redis.rpoplpush(keys.queue("default"), "t:inprogress")  # as a worker's fetch took it
+    assert ref.revoke() is False  # running: only flagged
+    payload = json.loads(raw)
+    dead.file_failure("t:inprogress", raw, "retry", {**payload, "retry_count": 0}, time.time() + 60, ref.id,
+                      locks=job_locks.encode(job_locks.locks_of(payload)),
+                      result=(keys.result(ref.id), "86400\nRETRY\n\n{}\n")).evaluate(raw_redis)
+    assert raw_redis.zcard(keys.RETRY) == 0 and raw_redis.llen("t:inprogress") == 0
+    assert unique_keys(raw_redis) == [] and ref.state == "REVOKED"
