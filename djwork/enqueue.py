@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -41,7 +41,7 @@ class JobRef(ResultMethods):
 
     jid: str | None
     duplicate_of: str | None = None
-    queue: str | None = None
+    queue: str | None = field(default=None, compare=False)  # a hint for revoke(), not the job's identity
 
     @property
     def id(self) -> str | None:
