@@ -1,7 +1,7 @@
 """Where a drain's CPU goes: worker and Redis CPU per job, and context switches (a benchmark, not a test).
 
     ./dev bench cpu_per_job [--jobs 20000] [--concurrency 10] [--processes 1] [--job incr|nearly_noop] [--runs 3]
-                            [--metrics on|off|both] [--heartbeat-interval 10]
+                            [--metrics on|off|both] [--heartbeat-interval 10] [--results on|off|both]
 
 Pre-loads --jobs jobs, starts one `runworkers` process and, between its
 first and last job, reads the CPU time of the worker and of redis-server
@@ -9,7 +9,8 @@ from /proc, and the voluntary and involuntary context switches of every
 worker thread. `--job nearly_noop` leaves out the job body's own Redis call,
 so what remains is djwork's own cost per job. `--metrics both` alternates
 runs with execution metrics off and on (docs/metrics.md) and prints the
-medians of each. Linux only (/proc).
+medians of each; `--results both` does the same for results stored (a result
+record per job, written by its ack) and ignored (`ignore_result=True`). Linux only (/proc).
 """
 
 from __future__ import annotations
@@ -49,13 +50,14 @@ def context_switches(root: int) -> tuple[int, int]:
     return voluntary, involuntary
 
 
-def run(job_name: str, jobs: int, concurrency: int, processes: int) -> tuple[float, float, float, float, float]:
+def run(job_name: str, jobs: int, concurrency: int, processes: int,
+        results: bool = False) -> tuple[float, float, float, float, float]:
     import redis
 
     from bench import jobs as bench_jobs
 
     job = getattr(bench_jobs, job_name)
-    preload(job, jobs)
+    preload(job.set(ignore_result=not results), jobs)
     client = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
     redis_pid = int(client.info("server")["process_id"])
     worker = start_worker(concurrency, processes)
@@ -86,28 +88,38 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--metrics", choices=["on", "off", "both"], default="on")
     parser.add_argument("--heartbeat-interval", type=float, default=10.0)
+    parser.add_argument("--results", choices=["on", "off", "both"], default="off")
     options = parser.parse_args()
+    if options.results == "both" and options.metrics == "both":
+        raise SystemExit("compare one thing at a time: --metrics both or --results both")
     os.environ["BENCH_HEARTBEAT_INTERVAL"] = str(options.heartbeat_interval)
     server = start_redis()
     try:
         setup_django()
         rows = []
-        seen: dict[str, list[tuple[float, float]]] = {"off": [], "on": []}
+        seen: dict[str, list[tuple[float, float, float]]] = {"off": [], "on": []}
+        compared = "results" if options.results == "both" else "metrics"
+        os.environ["BENCH_METRICS"] = "1" if options.metrics != "off" else "0"
         for number in range(1, options.runs + 1):
-            for mode in (("off", "on") if options.metrics == "both" else (options.metrics,)):
-                os.environ["BENCH_METRICS"] = "1" if mode == "on" else "0"
+            # Each round swaps which goes first, so a drift of the machine over the runs hits both alike.
+            pair = ("off", "on") if number % 2 else ("on", "off")
+            for mode in (pair if "both" in (options.metrics, options.results) else (options.metrics,)):
+                results = (mode == "on") if compared == "results" else options.results == "on"
+                if compared == "metrics":
+                    os.environ["BENCH_METRICS"] = "1" if mode == "on" else "0"
                 rate, worker_us, redis_us, voluntary, involuntary = run(options.job, options.jobs,
-                                                                        options.concurrency, options.processes)
-                seen[mode].append((rate, worker_us))
+                                                                        options.concurrency, options.processes, results)
+                seen[mode].append((rate, worker_us, redis_us))
                 rows.append((f"run {number}: {options.job}, {options.processes}p -c {options.concurrency}, "
-                             f"{options.jobs:,} jobs, metrics {mode}",
+                             f"{options.jobs:,} jobs, {compared} {mode}",
                              f"{rate:,.0f} jobs/s; worker {worker_us:.0f} us CPU/job, redis-server {redis_us:.0f} us; "
                              f"{voluntary:.1f} + {involuntary:.1f} context switches/job"))
-        if options.metrics == "both":
+        if "both" in (options.metrics, options.results):
             for mode, values in seen.items():
-                rows.append((f"median, metrics {mode}",
+                rows.append((f"median, {compared} {mode}",
                              f"{statistics.median(v[0] for v in values):,.0f} jobs/s; worker "
-                             f"{statistics.median(v[1] for v in values):.1f} us CPU/job"))
+                             f"{statistics.median(v[1] for v in values):.1f} us CPU/job, redis-server "
+                             f"{statistics.median(v[2] for v in values):.1f} us"))
         print(table(rows, "CPU per job during a drain"))
     finally:
         server.stop()

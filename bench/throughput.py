@@ -1,11 +1,17 @@
 """Drain throughput and pickup latency of `runworkers` (a benchmark, not a test).
 
     ./dev bench throughput [--jobs 20000] [--concurrency 10] [--processes 1] [--rate 200] [--probes 1000]
+    ./dev bench throughput --results both --rounds 3 --skip-latency   # results stored vs ignored, interleaved
 
 Starts a private redis-server, pre-loads --jobs jobs whose body is one INCR,
 starts a worker and times from its first job to its last; then, with the
 worker idle, pushes probe jobs at --rate per second and reports how long each
 waited before it started (p50/p95/p99). Prints a table.
+
+``--results on|off`` enqueues the drained jobs with results stored (a result
+record per job, written by the ack) or ignored (``ignore_result=True``);
+``both`` alternates off and on ``--rounds`` times each, so a noisy machine
+hits both alike, and prints every run and the medians.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ import time
 from common import preload, setup_django, start_redis, start_worker, stop_worker, table, tree_rss_kb, wait_for
 
 
-def drain(jobs: int, concurrency: int, processes: int) -> tuple[float, int]:
+def drain(jobs: int, concurrency: int, processes: int, results: bool = False) -> tuple[float, int]:
     import redis
 
     from bench.jobs import incr
 
-    preload(incr, jobs)
+    preload(incr.set(ignore_result=not results), jobs)
     client = redis.Redis.from_url(__import__("os").environ["BENCH_REDIS_URL"])
     worker = start_worker(concurrency, processes)
     try:
@@ -69,6 +75,19 @@ def percentile(values: list[float], fraction: float) -> float:
     return values[min(len(values) - 1, int(len(values) * fraction))]
 
 
+def compare_results(args: argparse.Namespace) -> list[tuple[str, str]]:
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    rows = []
+    for round_number in range(1, args.rounds + 1):
+        for results in ((False, True) if round_number % 2 else (True, False)):  # swapped each round
+            rate, _rss = drain(args.jobs, args.concurrency, args.processes, results)
+            rates[results].append(rate)
+            rows.append((f"round {round_number}, results {'stored' if results else 'ignored'}", f"{rate:,.0f} jobs/s"))
+    off, on = statistics.median(rates[False]), statistics.median(rates[True])
+    rows.append(("median, results ignored / stored", f"{off:,.0f} / {on:,.0f} jobs/s ({(on - off) / off:+.1%})"))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--jobs", type=int, default=20_000)
@@ -77,11 +96,16 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200)
     parser.add_argument("--probes", type=int, default=1000)
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--results", choices=("off", "on", "both"), default="off")
+    parser.add_argument("--rounds", type=int, default=3, help="drains per setting with --results both")
     args = parser.parse_args()
     server = start_redis()
     try:
         setup_django()
-        rate, rss = drain(args.jobs, args.concurrency, args.processes)
+        if args.results == "both":
+            print(table(compare_results(args), "djwork drain: results ignored vs stored"))
+            return
+        rate, rss = drain(args.jobs, args.concurrency, args.processes, args.results == "on")
         rows = [
             (f"drain, {args.processes} process(es), -c {args.concurrency}, {args.jobs:,} jobs", f"{rate:,.0f} jobs/s"),
             ("worker RSS after the drain (all processes)", f"{rss / 1024:.1f} MB"),

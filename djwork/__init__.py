@@ -8,6 +8,8 @@ from djwork.errors import RedisUnavailable
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
+from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultTimeout
+from djwork.revoke import TerminateNotSupported, revoke, revoked
 from djwork.send_task import send_task
 from djwork.task_class import Task
 
@@ -23,6 +25,7 @@ def mark_deploy(label: str | None = None) -> bool:
 
 __all__ = [
     "ArgumentError",
+    "AsyncResult",
     "Batch",
     "BatchError",
     "BoundJob",
@@ -30,12 +33,17 @@ __all__ = [
     "ChordError",
     "EnqueueError",
     "Job",
+    "JobError",
     "JobRef",
+    "JobRevoked",
     "MaxRetriesExceededError",
     "RedisUnavailable",
+    "ResultNotStored",
+    "ResultTimeout",
     "Retry",
     "Signature",
     "Task",
+    "TerminateNotSupported",
     "UnknownJobClass",
     "WrongTypeKey",
     "chain",
@@ -45,6 +53,8 @@ __all__ = [
     "job",
     "mark_deploy",
     "periodic",
+    "revoke",
+    "revoked",
     "send_task",
     "shared_task",
     "signature",

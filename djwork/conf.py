@@ -62,6 +62,8 @@ class Config:
     dead_timeout: float
     history_max_length: int
     result_ttl: int
+    results: bool
+    result_max_bytes: int
     client_middleware: tuple[Any, ...]
     server_middleware: tuple[Any, ...]
     aliases: dict[str, str]

@@ -62,7 +62,8 @@ def _dead_trim(config: Config | None, now: float) -> list[Any]:
 
 def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, payload: dict[str, Any] | str,
                  score: float, jid: str = "", *, from_in_progress: bool = True,
-                 config: Config | None = None, now: float | None = None, locks: str = "") -> ScriptCall:
+                 config: Config | None = None, now: float | None = None, locks: str = "",
+                 result: tuple[str, str] = ("", "")) -> ScriptCall:
     """fail.lua: file a failed job in `retry` or `dead` (or nowhere, for "drop") and take ``raw`` off its list.
 
     ``source_key`` is the in-progress list the job was fetched into; with
@@ -70,15 +71,17 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     queue) nothing is removed. ``jid`` clears the job's orphan count. ``locks``
     (djwork/job_locks.py, encoded) are released when the filing ends the job
     (dead or drop) and the jid still owns them; a retry keeps them (fail.lua
-    decides). A batch line among them is told "retry" or "dead" (docs/batches.md).
+    decides). A batch line among them is told "retry" or "dead" (docs/batches.md). ``result`` is the
+    job's result key and spec (djwork/worker/outcome.py), written in the same step; a job
+    revoked meanwhile (docs/celery.md) is not filed in `retry`.
     """
     now = time.time() if now is None else now
     stored = "" if target == "drop" else (payload if isinstance(payload, str) else dumps(payload))
     trim = _dead_trim(config, now) if target == "dead" else ["0", "0", "0"]
     return ScriptCall("fail", [source_key, keys.RETRY if target == "retry" else keys.DEAD, keys.DEAD,
-                               keys.ORPHAN_COUNTS],
+                               keys.ORPHAN_COUNTS, keys.REVOKED, keys.RESULT_WAITERS],
                       [raw, stored, repr(float(score)), *trim, "1" if from_in_progress else "0", jid,
-                       locks])
+                       locks, *result])
 
 
 def move_to_dead(source_key: str, source_type: Literal["zset", "list"], member: str | bytes,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -19,6 +19,7 @@ from django.db import transaction
 from djwork import client, options
 from djwork.canvas.verbs import CanvasVerbs
 from djwork.payload import ArgumentError
+from djwork.results import ResultMethods
 
 # Sidekiq: an interval this large is an absolute epoch, not a delay.
 ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
@@ -28,16 +29,19 @@ PAYLOAD_OPTIONS = ("backtrace", "dead", "tags", "retry_queue", "retry_for")
 
 
 @dataclass(frozen=True)
-class JobRef:
-    """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq).
+class JobRef(ResultMethods):
+    """What enqueueing returns: the job's id (``.id`` as Celery's AsyncResult, ``.jid`` as Sidekiq),
+    and Celery's AsyncResult verbs (``state``, ``get()``, ``revoke()``...; djwork/results.py).
 
     A unique job refused as a duplicate (docs/unique.md) was not written: ``duplicate_of``
     and ``jid`` are then the jid of the job already holding its lock, the one that will
-    do the work, and ``enqueued`` is False. None when client middleware stopped the push.
+    do the work (so ``get()`` follows its result), and ``enqueued`` is False. None when
+    client middleware stopped the push. ``queue`` narrows a revoke's search to that queue.
     """
 
     jid: str | None
     duplicate_of: str | None = None
+    queue: str | None = field(default=None, compare=False)  # a hint for revoke(), not the job's identity
 
     @property
     def id(self) -> str | None:
@@ -50,6 +54,12 @@ class JobRef:
 
     def __str__(self) -> str:
         return self.jid or ""
+
+    def revoke(self, terminate: bool = False, signal: Any = None) -> bool:
+        """``djwork.revoke(self.id)``, searching only this job's queue (plus `schedule` and `retry`)."""
+        from djwork.revoke import revoke
+
+        return revoke(self._jid(), terminate=terminate, signal=signal, queue=self.queue)
 
 
 def _split_call(item: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -94,13 +104,14 @@ class Enqueueing(CanvasVerbs):
                     **options: Any) -> JobRef:
         """Celery's ``apply_async``: ``countdown``, ``eta``, ``expires``, ``queue``, ``retry``, ``jid``,
         the Sidekiq options (``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``retry_for``) and
-        ``unique_for``/``unique_until`` (docs/unique.md); ``link``/``link_error`` (docs/canvas.md)."""
+        ``unique_for``/``unique_until`` (docs/unique.md); ``link``/``link_error`` (docs/canvas.md);
+        ``ignore_result`` (docs/celery.md)."""
         if options.get("link") is not None or options.get("link_error") is not None:
             return self.signature(args, kwargs, **options).apply_async()  # a one-job batch (djwork/canvas)
         options.pop("link", None)
         options.pop("link_error", None)
         payload, at = self.build_payload(args, kwargs, **options)
-        return JobRef(*client.push_reporting(payload, at=at))
+        return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"))
 
     def delay_many(self, calls: Iterable[Any], **options: Any) -> list[JobRef]:
         """Enqueue one job per item in one pipelined round trip.
@@ -114,7 +125,8 @@ class Enqueueing(CanvasVerbs):
             args, kwargs = _split_call(item)
             payload, at = self.build_payload(args, kwargs, **options)
             payloads.append(payload)
-        return [JobRef(*pushed) for pushed in client.push_bulk_reporting(payloads, at=at)]
+        return [JobRef(*pushed, queue=payload.get("queue"))
+                for pushed, payload in zip(client.push_bulk_reporting(payloads, at=at), payloads, strict=True)]
 
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
         """Enqueue once the current transaction commits (at once outside one); the jid is known now.
@@ -123,14 +135,14 @@ class Enqueueing(CanvasVerbs):
         """
         payload, at = self.build_payload(args, kwargs)
         transaction.on_commit(lambda: client.push(payload, at=at))
-        return JobRef(payload["jid"])
+        return JobRef(payload["jid"], queue=payload.get("queue"))
 
 
 class JobOptions(Enqueueing):
     """``job.set(...)``: the enqueue verbs with preset options (a call's own options win)."""
 
     ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority",
-                    "unique_for", "unique_until", "task_id", "serializer", "retry_policy", "headers")
+                    "unique_for", "unique_until", "task_id", "serializer", "retry_policy", "headers", "ignore_result")
 
     def __init__(self, job: Enqueueing, options: dict[str, Any]) -> None:
         unknown = set(options) - set(self.ENQUEUE_KEYS)

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from djwork import job_options, unique
+from djwork import job_options, result_record, unique
 from djwork import options as enqueue_options
 from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
@@ -58,6 +58,13 @@ def _check_retry(value: Any, where: str) -> bool | int:
     if isinstance(value, int):  # bool is an int
         return value
     raise TypeError(f"{where}: retry must be True, False or a number of retries, got {value!r}")
+
+
+def _check_ignore_result(value: Any, where: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    name = where if isinstance(where, str) else getattr(where, "__qualname__", where)
+    raise TypeError(f"{name}: ignore_result must be True or False, got {value!r}")
 
 
 def _check_payload_options(options: dict[str, Any], where: str) -> None:
@@ -89,6 +96,8 @@ class Job(Task, Enqueueing):
 
     def __init__(self, func: Callable[..., Any], **given: Any) -> None:
         self.func = func
+        # None: the RESULTS setting decides, at enqueue (docs/celery.md).
+        self.ignore_result = _check_ignore_result(given.get("ignore_result"), func)
         where = given.get("name") or getattr(type(self), "name", None) or f"{func.__module__}.{func.__qualname__}"
         option = job_options.collect(type(self), where, given)
         self.name = option["name"] or where
@@ -215,7 +224,7 @@ class Job(Task, Enqueueing):
                       expires: dt.datetime | float | None = None, queue: str | None = None,
                       retry: bool | int | None = None, jid: str | None = None,
                       unique_for: float | dt.timedelta | None = None, unique_until: str | None = None,
-                      **options: Any) -> tuple[dict[str, Any], float | None]:
+                      ignore_result: bool | None = None, **options: Any) -> tuple[dict[str, Any], float | None]:
         """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
         args = list(args) if args else []
         kwargs = dict(kwargs) if kwargs else {}
@@ -255,6 +264,11 @@ class Job(Task, Enqueueing):
         queue = self.queue if queue is None else enqueue_options.check_queue(queue, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
+        ignore = _check_ignore_result(ignore_result, self.name)
+        if ignore is None:
+            ignore = self.ignore_result if self.ignore_result is not None else not get_config().results
+        if not ignore:
+            extra[result_record.PAYLOAD_FIELD] = True
         payload = build(self.name, args, kwargs, queue=queue,
                         retry=self.payload_retry if retry is None else retry, jid=jid, extra=extra)
         if uniqueness is not None:

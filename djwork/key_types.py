@@ -40,6 +40,8 @@ FIXED_TYPES: dict[str, str] = {
     keys.BEATS: "zset",
     keys.ORPHAN_COUNTS: "hash",
     keys.FINISHED_LATE: "hash",
+    keys.REVOKED: "zset",
+    keys.RESULT_WAITERS: "hash",
     keys.HISTORY: "stream",
     keys.QUARANTINE_INDEX: "zset",
     keys.LIMITERS: "zset",
@@ -53,6 +55,7 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.stat_processed_day(""), "string"),
     (keys.stat_failed_day(""), "string"),
     (keys.RESULT_PREFIX, "hash"),
+    (keys.RESULT_NOTIFY_PREFIX, "list"),
     (keys.ISOLATED_PREFIX, "list"),
     # Limiters' keys (a limiter's state key is a HASH or a ZSET by kind, so it is not placed).
     (keys.LIMITER_PREFIX, "hash"),

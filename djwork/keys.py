@@ -34,7 +34,13 @@ ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dea
 FINISHED_LATE = "djwork:finished-late"
 ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than once, one per process at a time
 HISTORY = "djwork:history"  # STREAM of executions, capped (MAXLEN ~)
-RESULT_PREFIX = "djwork:result:"  # HASH Django Tasks result record (one field per attribute), TTL RESULT_TTL
+RESULT_PREFIX = "djwork:result:"  # HASH result record (Django Tasks and Celery-style fields), TTL RESULT_TTL
+RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting AsyncResult.get(), EXPIRE 60 s
+# HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);
+# EXPIRE 60 s, renewed by every waiter, so the fields of waiters gone away do not stay.
+RESULT_WAITERS = "djwork:result-waiters"
+# ZSET jid -> epoch seconds until which the revoke holds; the key's EXPIRE is RESULT_TTL from the last revoke.
+REVOKED = "djwork:revoked"
 
 STATS_TTL = 5 * 365 * 24 * 3600  # per-day stat keys live five years (Sidekiq's STATS_TTL)
 PROCESS_TTL = 60  # identity hash, work hash, signal list
@@ -107,8 +113,14 @@ def parse_in_progress(key: str) -> tuple[str, str] | None:
 
 
 def result(result_id: str) -> str:
-    """HASH ``djwork:result:<id>``: a Django Tasks result record (status, times, args, errors...)."""
+    """HASH ``djwork:result:<id>``: a job's result record (Django Tasks' status, times, args, errors...;
+    Celery's state, result, traceback, date_done; docs/celery.md)."""
     return f"{RESULT_PREFIX}{result_id}"
+
+
+def result_notify(result_id: str) -> str:
+    """LIST ``djwork:result-notify:<id>``: pushed when a result is stored while a ``get()`` waits on it."""
+    return f"{RESULT_NOTIFY_PREFIX}{result_id}"
 
 
 # --- key guard: wrong-type keys moved aside (djwork/key_guard.py) ---------------

@@ -231,7 +231,17 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("HISTORY_MAX_LENGTH", 10_000, count, "djwork.E011", "entries kept in the history stream, e.g. 10000",
                 "Jobs", "Entries kept in the execution history stream."),
     SettingSpec("RESULT_TTL", 24 * 3600, count, "djwork.E011", "seconds a task result is kept, e.g. 86400", "Jobs",
-                "Seconds a Django Tasks result is kept."),
+                "Seconds a result record (Django Tasks, and a djwork job's `AsyncResult`) is kept after it is"
+                " written; also how long a revoke holds (docs/celery.md)."),
+    SettingSpec("RESULTS", True, flag, "djwork.E017", "True stores each djwork job's outcome for AsyncResult.",
+                "Jobs",
+                "Store each djwork job's outcome (return value or error) for `AsyncResult`, as Celery with a result"
+                " backend does; a job's or a call's `ignore_result=` overrides it. Decided at enqueue. `True` or"
+                " `False`. docs/celery.md."),
+    SettingSpec("RESULT_MAX_BYTES", 512 * 1024, count, "djwork.E011",
+                "largest JSON return value stored, in bytes, e.g. 524288", "Jobs",
+                "Largest return value stored, as JSON bytes; a larger one (or one JSON can't carry) is stored as a"
+                " `djwork.ResultNotStored` failure record instead. docs/celery.md."),
     SettingSpec(
         "STRICT_ARGS", True, flag, "djwork.E017",
         "True rejects job arguments that don't survive a JSON round trip (Sidekiq's strict_args!).", "Jobs",

@@ -63,6 +63,12 @@ class Request:
     def jid(self) -> str | None:
         return self.id
 
+    def is_revoked(self) -> bool:
+        """Whether this job was revoked while it runs (``djwork.revoke``): return early if so."""
+        from djwork.revoke import revoked
+
+        return bool(self.id) and revoked(self.id)
+
     @property
     def delivery_info(self) -> dict[str, Any]:
         return {"routing_key": self.queue, "exchange": "", "priority": None, "is_eager": self.is_eager,

@@ -167,6 +167,9 @@ class DjworkBackend(BaseTaskBackend):
 
 
 def result_from_record(result_id: str, record: dict[str, str]) -> TaskResult:
+    if "task_path" not in record:
+        # The record of a djwork job (its Celery-style fields only, docs/celery.md): not a task's.
+        raise TaskResultDoesNotExist(f"{result_id}: not a Django task's result")
     try:
         task = import_string(record["task_path"])
     except ImportError as error:

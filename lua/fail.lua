@@ -2,16 +2,25 @@
 -- Add before remove: a script stopped by an error keeps the writes made
 -- before it, so a remove followed by a failing add (a key of the wrong
 -- type) would lose the job (docs/wire.md, Scheduled/retry/dead sets).
+-- A job revoked while it ran (KEYS[5], docs/celery.md) is not filed in `retry`: it ends here, as
+-- a dead one does (locks released, its batch told), and its record stays REVOKED.
 -- KEYS[1] = in-progress LIST (or the queue itself in basic mode: nothing is removed then),
--- KEYS[2] = target ZSET (retry or dead), KEYS[3] = dead ZSET, KEYS[4] = djwork:orphan-counts HASH
+-- KEYS[2] = target ZSET (retry or dead), KEYS[3] = dead ZSET, KEYS[4] = djwork:orphan-counts HASH,
+-- KEYS[5] = djwork:revoked ZSET, KEYS[6] = djwork:result-waiters HASH
 -- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),
 -- ARGV[3] = score, ARGV[4] = "1" to trim dead, ARGV[5] = dead cutoff score, ARGV[6] = dead max size,
 -- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
 -- ARGV[9] = the job's ties, "\n"-separated (djwork/job_locks.py): lock keys, released when the filing
--- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (batch_lib)
+-- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (batch_lib),
+-- ARGV[10] = its result HASH key, ARGV[11] = its result spec ('' for none: the job stores no result;
+-- result_lib)
 -- Returns 1.
---@include batch_lib
-if ARGV[2] ~= '' then
+--@include result_lib
+local retrying = ARGV[2] ~= '' and KEYS[2] ~= KEYS[3]
+if retrying and ARGV[8] ~= '' and KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1
+    and result_revoked(KEYS[5], ARGV[8], result_now()) then
+  retrying = false
+elseif ARGV[2] ~= '' then
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
   if ARGV[4] == '1' then
     redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[5])
@@ -24,6 +33,9 @@ end
 if ARGV[8] ~= '' then
   redis.call('HDEL', KEYS[4], ARGV[8])
   -- A retry keeps the job's locks and counts it as failed in its batch; dead and drop end it.
-  ties_end(ARGV[9] or '', ARGV[8], (ARGV[2] ~= '' and KEYS[2] ~= KEYS[3]) and 'retry' or 'dead')
+  ties_end(ARGV[9] or '', ARGV[8], retrying and 'retry' or 'dead')
+end
+if ARGV[10] and ARGV[10] ~= '' then
+  result_store(result_guard(KEYS[5], KEYS[6]), ARGV[10], ARGV[11], ARGV[8])
 end
 return 1

@@ -20,21 +20,30 @@
 -- is listed in djwork:finished-late; its copy is dropped here (and reported)
 -- rather than run a second time. One EXISTS per call while the hash is empty.
 --
+-- A revoked job (djwork:revoked, docs/celery.md) that is fetched anyway (revoked while on its way
+-- here, or missed by the revoke's bounded search) is dropped the same way: its locks released, its
+-- batch told it died. One EXISTS per call while nothing is revoked.
+--
+-- An ack may carry the job's result (docs/celery.md): written into its result HASH in this same
+-- step (result_lib), so storing a result costs no round trip of its own.
+--
 -- KEYS[1] = paused SET, KEYS[2] = djwork:orphan-counts HASH, KEYS[3] = djwork:finished-late HASH,
--- KEYS[3+3i-2] = queue:<name_i>, KEYS[3+3i-1] = its in-progress LIST, KEYS[3+3i] = its isolated LIST
+-- KEYS[4] = djwork:revoked ZSET, KEYS[5] = djwork:result-waiters HASH,
+-- KEYS[5+3i-2] = queue:<name_i>, KEYS[5+3i-1] = its in-progress LIST, KEYS[5+3i] = its isolated LIST
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
 -- ARGV[4] = isolated jobs that may be taken, ARGV[4+i] = name_i (i = 1..n, in the order of KEYS),
--- then a quadruples: queue index i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
+-- then a sextuples: queue index i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
 -- locks bound to the job's life, released with its ack if it still owns them, djwork/job_locks.py;
--- a b-<bid> line among them is the job's batch, which counts it as succeeded, docs/batches.md)
--- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...}};
--- an index is negative for a job taken from the isolated list.
---@include batch_lib
+-- a b-<bid> line among them is the job's batch, which counts it as succeeded, docs/batches.md),
+-- its result HASH key and its result spec ('', '' for none; result_lib)
+-- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...},
+-- {revoked jids dropped...}}; an index is negative for a job taken from the isolated list.
+--@include result_lib
 local limit = tonumber(ARGV[1])
 local reliable = ARGV[2] == 'reliable'
 local ack_count = tonumber(ARGV[3])
 local isolated_allowed = tonumber(ARGV[4])
-local queue_count = (#KEYS - 3) / 3
+local queue_count = (#KEYS - 5) / 3
 local broken = {}
 
 local function failed(reply, ...)
@@ -49,16 +58,18 @@ local function failed(reply, ...)
 end
 
 local position = 5 + queue_count
+local guard = ack_count > 0 and result_guard(KEYS[4], KEYS[5])
 for _ = 1, ack_count do
   local index = tonumber(ARGV[position])
   if reliable then
-    failed(redis.pcall('LREM', KEYS[3 + 3 * index - 1], -1, ARGV[position + 1]), KEYS[3 + 3 * index - 1])
+    failed(redis.pcall('LREM', KEYS[5 + 3 * index - 1], -1, ARGV[position + 1]), KEYS[5 + 3 * index - 1])
   end
   if ARGV[position + 2] ~= '' then
     failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
     ties_end(ARGV[position + 3], ARGV[position + 2], 'ok')  -- its locks, and its batch (batch_lib)
   end
-  position = position + 4
+  result_store(guard, ARGV[position + 4], ARGV[position + 5], ARGV[position + 2])
+  position = position + 6
 end
 
 local fetched = {}
@@ -66,7 +77,7 @@ local paused = {}
 local taken = 0
 for i = 1, queue_count do
   if taken >= limit then break end
-  local queue_key, in_progress_key, isolated_key = KEYS[3 + 3 * i - 2], KEYS[3 + 3 * i - 1], KEYS[3 + 3 * i]
+  local queue_key, in_progress_key, isolated_key = KEYS[5 + 3 * i - 2], KEYS[5 + 3 * i - 1], KEYS[5 + 3 * i]
   local name = ARGV[4 + i]
   local is_paused = redis.pcall('SISMEMBER', KEYS[1], name)
   if failed(is_paused, KEYS[1]) then is_paused = 0 end
@@ -120,7 +131,7 @@ if #fetched > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
     local jid = ok and type(job) == 'table' and job['jid']
     if type(jid) == 'string' and redis.call('HDEL', KEYS[3], jid) == 1 then
       if reliable then
-        redis.call('LREM', KEYS[3 + 3 * math.abs(index) - 1], -1, payload)
+        redis.call('LREM', KEYS[5 + 3 * math.abs(index) - 1], -1, payload)
       end
       redis.pcall('HDEL', KEYS[2], jid)
       release_locks_of(job, jid)
@@ -132,4 +143,25 @@ if #fetched > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   end
   fetched = kept
 end
-return {fetched, paused, broken, skipped}
+local revoked = {}
+if #fetched > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+  local now = result_now()
+  local kept = {}
+  for j = 1, #fetched, 2 do
+    local index, payload = fetched[j], fetched[j + 1]
+    local jid, job = result_jid_of(payload)
+    if jid and result_revoked(KEYS[4], jid, now) then
+      if reliable then
+        redis.call('LREM', KEYS[5 + 3 * math.abs(index) - 1], -1, payload)
+      end
+      redis.pcall('HDEL', KEYS[2], jid)
+      ties_end(result_job_ties(job), jid, 'dead')  -- it will not run: locks released, its batch told
+      revoked[#revoked + 1] = jid
+    else
+      kept[#kept + 1] = index
+      kept[#kept + 1] = payload
+    end
+  end
+  fetched = kept
+end
+return {fetched, paused, broken, skipped, revoked}

@@ -33,9 +33,10 @@ def members(raw_redis, queue: str = "default") -> list[dict]:
 def ack(raw_redis, job: dict) -> None:
     """fetch.lua's ack of a successful run (limit 0: it takes nothing)."""
     raw = json.dumps(job)
-    scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, "queue:none",
-                                          "t:inprogress", "t:isolated"],
-                     [0, "reliable", 1, 0, "none", 1, raw, job["jid"], job_locks.encode(job_locks.locks_of(job))])
+    scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED,
+                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated"],
+                     [0, "reliable", 1, 0, "none", 1, raw, job["jid"], job_locks.encode(job_locks.locks_of(job)),
+                      "", ""])
 
 
 def fail(raw_redis, job: dict, target: str) -> None:

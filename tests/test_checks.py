@@ -248,6 +248,8 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("DEAD_MAX_JOBS", "100", "djwork.E011"),
     ("HISTORY_MAX_LENGTH", -1, "djwork.E011"),
     ("RESULT_TTL", 1.5, "djwork.E011"),
+    ("RESULT_MAX_BYTES", 0, "djwork.E011"),
+    ("RESULTS", "on", "djwork.E017"),
     ("REDIS_MAX_ATTEMPTS", 0, "djwork.E011"),
     ("CLIENT_MIDDLEWARE", ["djwork.no_such_module.Tracing"], "djwork.E008"),
     ("CLIENT_MIDDLEWARE", ["notadottedpath"], "djwork.E008"),

@@ -272,3 +272,26 @@ def test_burying_a_job_releases_the_locks_it_owns(raw_redis):
     assert call.evaluate(raw_redis) == 1
     assert not raw_redis.exists("unique:pill") and raw_redis.get("unique:other") == b"someone-else"
     assert raw_redis.zcard("dead") == 1
+
+
+# --- results carried by acks (docs/celery.md) ---------------------------------------------------------
+def test_acks_the_shutdown_requeue_drops_still_store_their_results(raw_redis, fetchers):
+    from djwork.worker.fetch import Ack
+
+    fetcher = fetchers("default")
+    raw_redis.rpush(fetcher.in_progress_keys[0], _job("done-1"), _job("running-1"))
+    spec = "86400\nSUCCESS\n\n7\n"
+    assert fetcher.requeue([Ack(1, _job("done-1"), "done-1", "", spec)]) == 1
+    assert raw_redis.hget(keys.result("done-1"), "state") == b"SUCCESS"
+    assert raw_redis.hget(keys.result("done-1"), "result") == b"7"
+    assert raw_redis.lrange(keys.queue("default"), 0, -1) == [_job("running-1")]
+    assert not raw_redis.exists(keys.result("running-1"))
+
+
+def test_a_fetched_revoked_job_is_dropped_and_reported(raw_redis, fetchers, caplog):
+    raw_redis.lpush(keys.queue("default"), _job("revoked-1"), _job("kept-1"))
+    raw_redis.zadd(keys.REVOKED, {"revoked-1": 9e9})
+    fetcher = fetchers("default")
+    assert _jids(fetcher.fetch(10, [])) == ["kept-1"]
+    assert raw_redis.lrange(fetcher.in_progress_keys[0], 0, -1) == [_job("kept-1")]
+    assert "dropped revoked job revoked-1" in caplog.text

@@ -63,3 +63,8 @@ from djwork.batches.status import EVENTS as BATCH_EVENTS  # noqa: E402
 from djwork.batches.status import BatchStatus  # noqa: E402
 
 __all__ += ["BATCH_EVENTS", "Batch", "BatchStatus", "Batches"]
+
+# Revoked jobs (docs/celery.md).
+from djwork.api.revoked import Revoked, RevokedJob  # noqa: E402
+
+__all__ += ["Revoked", "RevokedJob"]

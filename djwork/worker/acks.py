@@ -31,7 +31,7 @@ class AckBuffer:
     def add(self, unit: UnitOfWork) -> None:
         """Buffer the ack of a job its processor let go of (if it was acknowledged)."""
         if unit.ack_jid is not None and not self.abandoned and (self.reliable or unit.ack_jid):
-            self.pending.append(Ack(unit.queue_index, unit.raw, unit.ack_jid, unit.locks))
+            self.pending.append(Ack(unit.queue_index, unit.raw, unit.ack_jid, unit.locks, unit.result))
 
     def take(self) -> list[Ack]:
         """Every buffered ack, for the round trip about to carry them."""

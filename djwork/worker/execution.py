@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
 
-from djwork import dead, job_locks, keys, signals, task_events
+from djwork import dead, job_locks, keys, result_record, signals, task_events
 from djwork import redis as redis_layer
 from djwork.batches import runtime as batch_runtime
 from djwork.cron.locks import retake
-from djwork.jobs import Job, Request, UnknownJobClass, resolve
+from djwork.jobs import Job, Request, Retry, UnknownJobClass, resolve
 from djwork.key_guard import quarantine_culprits
 from djwork.key_types import WrongTypeKey
 from djwork.limiter import OverLimit
 from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
-from djwork.worker import task_results
+from djwork.worker import outcome, task_results
 from djwork.worker.coroutine_jobs import CoroutineJob
 from djwork.worker.failure_log import log_failure
 from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
@@ -143,6 +143,8 @@ class Executor:
                         jid, class_name, time.time() - expires_at, extra={"jid": jid, "job_class": class_name})
             unit.acknowledge(jid)
             unit.expired = 1
+            if result_record.wants_result(payload):  # Celery records an expired task as REVOKED too
+                unit.result = result_record.revoked_spec("expired before it ran", self.config)
             self.history.record(jid, class_name, unit.queue, "expired", time.time(), 0.0)
             return None
         if "bid" in payload and batch_runtime.invalidated(payload):  # its batch was stopped (docs/batches.md)
@@ -229,6 +231,8 @@ class Executor:
                 events.succeeded(result)
             if "bid" in payload:  # before the ack, which may fire the batch's success with every result
                 batch_runtime.keep_result(payload, result)
+            if result_record.wants_result(payload):  # written by the ack's own Lua step (fetch.lua)
+                unit.result = result_record.success_spec(result, self.config)
             unit.acknowledge(jid)
             self.history.record(jid, class_name, unit.queue, "ok", started, elapsed_ms)
             if self.metrics is not None:
@@ -350,13 +354,21 @@ class Executor:
                             decision.payload.get("error_message", ""))
         if acks.abandoned:
             return
-        self._file(unit, decision, payload.get("jid") or "")
+        jid = payload.get("jid") or ""
+        result = ("", "")
+        if jid and result_record.wants_result(payload):  # RETRY or FAILURE, written by fail.lua's own step
+            shown = error.exc if isinstance(error, Retry) and error.exc is not None else error
+            state = result_record.RETRY if decision.target == "retry" else result_record.FAILURE
+            wait = decision.score - time.time() if decision.target == "retry" else 0.0
+            result = (keys.result(jid), outcome.failure_spec(state, shown, self.config, wait))
+        self._file(unit, decision, jid, result)
 
-    def _file(self, unit: UnitOfWork, decision: Decision, jid: str) -> None:
+    def _file(self, unit: UnitOfWork, decision: Decision, jid: str,
+              result: tuple[str, str] = ("", "")) -> None:
         call = dead.file_failure(unit.in_progress_key or keys.queue(unit.queue), unit.raw, decision.target,
                                  decision.payload, decision.score, jid,
                                  from_in_progress=bool(unit.in_progress_key), config=self.config,
-                                 locks=unit.locks)
+                                 locks=unit.locks, result=result)
         try:
             redis_layer.run(call.evaluate, idempotent=True)
         except WrongTypeKey as error:

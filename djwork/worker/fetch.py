@@ -53,6 +53,7 @@ class UnitOfWork:
     # lock acquisition: one contended lock per job instead of three.
     ack_jid: str | None = None
     locks: str = ""  # the job's lock keys, encoded (djwork/job_locks.py): released with its ack
+    result: str = ""  # its result spec (djwork/result_record.py): written with its ack ('' = none)
     processed: int = 0
     failed: int = 0
     expired: int = 0
@@ -71,6 +72,13 @@ class Ack:
     raw: StoredPayload
     jid: str
     locks: str = ""
+    result: str = ""  # result spec, written by the same fetch.lua step ('' = the job stores none)
+
+    def result_args(self) -> tuple[str, str]:
+        """The result key and spec the job-ending scripts take ('', '' for none)."""
+        if not self.result or not self.jid:
+            return "", ""
+        return keys.result(self.jid), self.result
 
 
 class IsolationGate:
@@ -165,7 +173,7 @@ class Fetcher:
         return [position + 1 for position in ordered]
 
     def script_keys(self, order: list[int]) -> list[str]:
-        layout = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE]
+        layout = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED, keys.RESULT_WAITERS]
         for index in order:
             layout.append(self.queue_keys[index - 1])
             layout.append(self.in_progress_keys[index - 1])
@@ -185,10 +193,10 @@ class Fetcher:
         # Names in ARGV, in the order of their keys: no script derives a name from a key.
         args.extend(self.queue_names[index - 1] for index in order)
         for ack in acks:
-            args.extend((position_of[ack.queue_index], ack.raw, ack.jid, ack.locks))
+            args.extend((position_of[ack.queue_index], ack.raw, ack.jid, ack.locks, *ack.result_args()))
         script_keys = self.script_keys(order)
         try:
-            fetched, paused, broken, skipped = self._connection.run(
+            fetched, paused, broken, skipped, revoked = self._connection.run(
                 lambda connection: scripts.evaluate_on_connection(connection, "fetch", script_keys, args))
         except BaseException:
             # Unknown whether an isolated job was taken; a reconcile adopts it unflagged.
@@ -199,6 +207,8 @@ class Fetcher:
         for jid in skipped:
             logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
                            "shutdown deadline had pushed it back", _text(jid))
+        for jid in revoked:
+            logger.info("djwork: dropped revoked job %s instead of running it", _text(jid))
         work = []
         for offset in range(0, len(fetched), 2):
             position = int(fetched[offset])
@@ -241,6 +251,7 @@ class Fetcher:
         are pushed back from memory to the end their queue pops from, so they run
         first, as Sidekiq's basic fetch does at shutdown.
         """
+        self.store_results(pending_acks)
         if not self.reliable:
             return self._push_back(unfinished)
         by_queue: dict[int, list[str]] = {}
@@ -261,6 +272,14 @@ class Fetcher:
         # Idempotent: a replay finds the acked jobs already gone and the list
         # already moved, so it pushes nothing twice.
         return int(redis_layer.run(run, idempotent=True))
+
+    def store_results(self, acks: Sequence[Ack]) -> None:
+        """Write the results of acks no fetch will carry (the shutdown requeue drops them), in one step."""
+        args = [arg for ack in acks if ack.result and ack.jid for arg in (ack.jid, *ack.result_args())]
+        if args:
+            # Idempotent: the write is a HSET of the same fields (a REVOKED record stays either way).
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "store_results", [keys.REVOKED, keys.RESULT_WAITERS],
+                                                          args), idempotent=True)
 
     def take_isolated(self, queue_index: int) -> StoredPayload | None:
         """An idle taker's look at its queue's isolated list; None when not due or empty.
@@ -295,6 +314,18 @@ class Fetcher:
                            "shutdown deadline had pushed it back", _text(dropped))
         return bool(dropped)
 
+    def drop_if_revoked(self, queue_index: int, raw: StoredPayload) -> bool:
+        """A taken job that was revoked (docs/celery.md): dropped, not run.
+
+        Asked only when the take saw djwork:revoked non-empty, so it costs nothing per job otherwise.
+        """
+        in_progress = self.in_progress_keys[queue_index - 1] if self.reliable else ""
+        dropped = redis_layer.run(lambda conn: scripts.evaluate(conn, "drop_revoked", [
+            keys.REVOKED, in_progress, keys.ORPHAN_COUNTS], [raw]), idempotent=True, purpose="fetch")
+        if dropped:
+            logger.info("djwork: dropped revoked job %s instead of running it", _text(dropped))
+        return bool(dropped)
+
     def settle_late(self, unit: UnitOfWork) -> str:
         """Remove the pushed-back copy of a job that finished after the shutdown deadline, in one step.
 
@@ -309,6 +340,8 @@ class Fetcher:
         outcome = redis_layer.run(lambda conn: scripts.evaluate(
             conn, "settle_late", script_keys, [unit.raw, unit.ack_jid or "", FINISHED_LATE_TTL, unit.locks]),
             idempotent=True)
+        if unit.ack_jid:
+            self.store_results([Ack(unit.queue_index, unit.raw, unit.ack_jid, unit.locks, unit.result)])
         return _text(outcome)
 
     def _push_back(self, unfinished: Sequence[UnitOfWork]) -> int:

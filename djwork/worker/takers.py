@@ -90,8 +90,9 @@ class QueueTaker:
         else:
             take = ("BRPOP", self.queue_key, timeout)
         try:
-            taken, paused, finished_late = redis_layer.exchange(connection, [
-                take, ("SISMEMBER", keys.PAUSED, self.queue), ("EXISTS", keys.FINISHED_LATE)])
+            taken, paused, finished_late, revoked = redis_layer.exchange(connection, [
+                take, ("SISMEMBER", keys.PAUSED, self.queue), ("EXISTS", keys.FINISHED_LATE),
+                ("EXISTS", keys.REVOKED)])
         except BaseException:
             with self._lock:
                 self._drop()
@@ -109,7 +110,9 @@ class QueueTaker:
             taken = taken[1]
         if isinstance(taken, bytes):
             taken = stored_payload(taken)
-            if finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(self.queue_index, taken):
+            dropped = finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
+                self.queue_index, taken)
+            if dropped or (revoked and self.fetcher.drop_if_revoked(self.queue_index, taken)):
                 taken = None
         return taken, bool(paused)
 

@@ -34,4 +34,5 @@ def history(request: HttpRequest) -> HttpResponse:
     return render_page(request, "djwork_dashboard/history.html", {
         "page": page, "filters": filters, "statuses": STATUSES, "before": before,
         "length": api.History.length(), "filtered": any(filters.values()), "run_sets": RUN_SETS,
+        "revoked": api.Revoked.recent(),
     })

@@ -1,0 +1,87 @@
+-- result_lib: a job's result record and its revoke, for the scripts that end or fetch a job
+-- (docs/celery.md). A library: djwork/scripts.py puts this text where a script has the line
+-- `--@include result_lib` (it brings batch_lib with it). Loaded alone it only defines functions.
+-- KEYS and ARGV: none of its own; key names come from the caller's ARGV or KEYS. Returns nothing.
+--
+-- A result spec is one string, built by djwork/result_record.py (djwork/worker/outcome.py for failures):
+--   "<ttl seconds>\n<STATE>\n<date_done epoch, or '' for Redis's clock now>\n<JSON result>\n<traceback text>"
+-- (JSON carries no raw newline, so only the traceback, last, may hold one).
+--@include batch_lib
+
+-- Seconds since the epoch by Redis's clock.
+local function result_now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+-- What a script's result writes must look out for, read once per call (not per job): whether any
+-- job is revoked now (then a REVOKED record is kept) and whether any get() waits (then it is woken).
+local function result_guard(revoked_key, waiters_key)
+  return {revoked = redis.call('EXISTS', revoked_key) == 1, waiters = redis.call('EXISTS', waiters_key) == 1,
+          revoked_key = revoked_key, waiters_key = waiters_key}
+end
+
+-- Write a spec into the HASH `key` (two commands while nothing is revoked and nobody waits) unless
+-- the job was revoked (its REVOKED record stays), and wake a get() waiting on `jid`: registered in
+-- the waiters HASH (its value: the notify LIST to push) before it read the record. Never fails its
+-- caller: a key of the wrong type skips the write, and the ack goes on.
+local function result_store(guard, key, spec, jid)
+  if key == '' or spec == '' then return end
+  local ttl, state, done, value, trace = string.match(spec, '^(%d+)\n(%u+)\n([^\n]*)\n([^\n]*)\n(.*)$')
+  if not ttl then return end
+  if not (guard.revoked and redis.call('ZSCORE', guard.revoked_key, jid)
+          and redis.pcall('HGET', key, 'state') == 'REVOKED') then
+    if done == '' then
+      guard.now = guard.now or string.format('%.6f', result_now())  -- one TIME per call, not per job
+      done = guard.now
+    end
+    local written
+    if trace ~= '' then
+      written = redis.pcall('HSET', key, 'state', state, 'result', value, 'date_done', done, 'traceback', trace)
+    else
+      written = redis.pcall('HSET', key, 'state', state, 'result', value, 'date_done', done)
+    end
+    if type(written) == 'table' and written['err'] then return end
+    redis.call('EXPIRE', key, ttl)
+  end
+  local notify = guard.waiters and redis.call('HGET', guard.waiters_key, jid)
+  if notify then
+    -- Woken once: a waiter that wants more (a RETRY is not ready) registers again before it reads.
+    redis.call('HDEL', guard.waiters_key, jid)
+    redis.pcall('LPUSH', notify, state)
+    redis.pcall('EXPIRE', notify, 60)
+  end
+end
+
+-- Whether `jid` is revoked now: a member of the revoked ZSET whose score (until when) is ahead.
+local function result_revoked(revoked_key, jid, now)
+  local until_score = redis.call('ZSCORE', revoked_key, jid)
+  return until_score and tonumber(until_score) > now
+end
+
+-- The ties of a decoded job (djwork/job_locks.py's rule, kept here for jobs dropped inside Lua):
+-- the lock keys it names under djwork's prefixes, then its batch's b-<bid>.
+local function result_job_ties(job)
+  local ties = {}
+  if type(job['djwork_locks']) == 'table' then
+    for _, key in ipairs(job['djwork_locks']) do
+      if type(key) == 'string' and not string.find(key, '\n', 1, true) and #key < 512
+          and (string.sub(key, 1, 7) == 'unique:' or string.sub(key, 1, 24) == 'djwork:periodic-running:') then
+        ties[#ties + 1] = key
+      end
+    end
+  end
+  local bid = job['bid']
+  if type(bid) == 'string' and #bid <= 64 and string.match(bid, '^[%w_-]+$') then
+    ties[#ties + 1] = 'b-' .. bid
+  end
+  return table.concat(ties, '\n')
+end
+
+-- The jid and the decoded job of a raw payload, or nil (decoded only while something is revoked).
+local function result_jid_of(payload)
+  local ok, job = pcall(cjson.decode, payload)
+  if ok and type(job) == 'table' and type(job['jid']) == 'string' then return job['jid'], job end
+  return nil, nil
+end
+

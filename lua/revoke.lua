@@ -1,0 +1,69 @@
+-- revoke: stop a job (docs/celery.md, Revoke), in one step.
+-- 1. Flag it: ZADD djwork:revoked jid -> until (now + ttl); drop flags past their time; the key itself
+--    expires ttl after the last revoke. A worker fetching it drops it (fetch.lua, drop_revoked.lua),
+--    fail.lua does not file it for a retry, a running job sees the flag (djwork.revoked).
+-- 2. Remove it where it waits: `schedule`, `retry` (ZSCAN MATCH on the jid's text, then a decode to
+--    confirm) and the queue LISTs given (LRANGE in chunks, a plain-text find, a decode to confirm).
+--    Bounded: at most ARGV[4] entries are looked at per set or list; a job beyond that is still
+--    stopped by the flag when it is fetched, within the flag's ttl.
+-- 3. A removed job ends as a dead one does: its locks are released and its batch counts it as died
+--    (batch_lib). Its orphan count, if any, is cleared.
+-- 4. Record REVOKED in its result HASH (unless it already finished: SUCCESS and FAILURE stay).
+-- KEYS[1] = djwork:revoked ZSET, KEYS[2] = result HASH, KEYS[3] = schedule ZSET, KEYS[4] = retry ZSET,
+-- KEYS[5] = djwork:orphan-counts HASH, KEYS[6] = djwork:result-waiters HASH, KEYS[7..] = queue LISTs
+-- ARGV[1] = jid, ARGV[2] = ttl seconds, ARGV[3] = result spec (REVOKED), ARGV[4] = scan bound per key
+-- Returns the keys it was removed from (empty: not found waiting).
+--@include result_lib
+local jid, ttl, bound = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
+local now = result_now()
+redis.call('ZADD', KEYS[1], now + ttl, jid)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+redis.call('EXPIRE', KEYS[1], ttl)
+
+local needle = '"jid":"' .. jid .. '"'
+local removed = {}
+local function matches(payload)
+  if not string.find(payload, needle, 1, true) then return nil end
+  local found, job = result_jid_of(payload)
+  if found == jid then return job end
+  return nil
+end
+local function ended(key, job)
+  removed[#removed + 1] = key
+  ties_end(result_job_ties(job), jid, 'dead')
+end
+
+for k = 3, 4 do
+  local cursor, seen = '0', 0
+  repeat
+    local reply = redis.call('ZSCAN', KEYS[k], cursor, 'MATCH', '*' .. needle .. '*', 'COUNT', 1000)
+    cursor = reply[1]
+    seen = seen + 1000
+    for i = 1, #reply[2], 2 do
+      local job = matches(reply[2][i])
+      if job and redis.call('ZREM', KEYS[k], reply[2][i]) == 1 then ended(KEYS[k], job) end
+    end
+  until cursor == '0' or seen >= bound
+end
+
+for k = 7, #KEYS do
+  local start = 0
+  while start < bound do
+    local items = redis.call('LRANGE', KEYS[k], start, start + 999)
+    for i = 1, #items do
+      local job = matches(items[i])
+      if job and redis.call('LREM', KEYS[k], 1, items[i]) == 1 then ended(KEYS[k], job) end
+    end
+    if #items < 1000 then break end
+    start = start + 1000
+  end
+end
+if #removed > 0 then redis.call('HDEL', KEYS[5], jid) end
+
+local state = redis.call('HGET', KEYS[2], 'state')
+if state ~= 'SUCCESS' and state ~= 'FAILURE' then
+  local guard = result_guard(KEYS[1], KEYS[6])
+  guard.revoked = false  -- the flag just set is this revoke's own: REVOKED is what it writes
+  result_store(guard, KEYS[2], ARGV[3], jid)
+end
+return removed

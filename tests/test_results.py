@@ -1,0 +1,72 @@
+"""djwork.AsyncResult against the private Redis, without workers: one store shared with the Django Tasks
+backend, the states read from a record, the clear errors (bad option, no job, timeout), and the result
+specs the worker hands to its Lua steps.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import djwork
+from djwork import keys, result_record, scripts
+from djwork.conf import get_config
+from djwork.results import NoResult
+from djwork.tasks_backend import DjworkBackend
+from djwork.tasks_compat import TaskResultDoesNotExist, task_backends
+from example import tasks as example_tasks
+from tests import result_jobs
+
+
+def test_async_result_reads_a_django_tasks_record_from_the_same_store(raw_redis):
+    task_result = example_tasks.multiply.enqueue(6, 7)
+    ref = djwork.AsyncResult(task_result.id)
+    assert ref.state == "PENDING"  # READY
+    raw_redis.hset(keys.result(task_result.id), mapping={"status": "SUCCESSFUL", "return_value": "42"})
+    assert ref.state == "SUCCESS" and ref.get(timeout=1) == 42
+
+
+def test_the_django_backend_refuses_a_djwork_jobs_record(raw_redis):
+    ref = result_jobs.add.delay(1, 1)
+    raw_redis.hset(keys.result(ref.id), mapping={"state": "SUCCESS", "result": "2", "date_done": "1.5"})
+    backend = task_backends["default"]
+    assert isinstance(backend, DjworkBackend)
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result(ref.id)
+    assert ref.get(timeout=1) == 2 and ref.date_done.timestamp() == 1.5
+
+
+def test_get_of_a_pending_job_times_out_and_a_stopped_push_has_no_result(raw_redis):
+    ref = result_jobs.add.delay(1, 1)
+    with pytest.raises(djwork.ResultTimeout, match=ref.id):
+        ref.get(timeout=0.2, interval=0.05)
+    assert isinstance(djwork.ResultTimeout("x"), TimeoutError)
+    with pytest.raises(NoResult, match="middleware"):
+        djwork.JobRef(None).get(timeout=1)
+
+
+def test_ignore_result_must_be_a_boolean():
+    with pytest.raises(TypeError, match="ignore_result must be True or False"):
+        result_jobs.add.apply_async((1, 1), ignore_result="yes")
+    with pytest.raises(TypeError, match="ignore_result"):
+        djwork.job(ignore_result=1)(lambda: None)
+    with pytest.raises(TypeError, match="unknown option"):
+        result_jobs.add.set(ignore_results=True)
+
+
+def test_the_ack_keeps_a_revoked_record_and_writes_redis_time(raw_redis):
+    spec = result_record.success_spec({"n": 1}, get_config())
+    assert spec == "86400\nSUCCESS\n\n{\"n\":1}\n"
+    raw_redis.hset("t:r", mapping={"state": "REVOKED"})
+    raw_redis.zadd(keys.REVOKED, {"j1": 9e9})
+    scripts.evaluate(raw_redis, "store_results", [keys.REVOKED, keys.RESULT_WAITERS],
+                     ["j1", "t:r", spec, "j2", "t:s", spec])
+    assert raw_redis.hget("t:r", "state") == b"REVOKED"
+    assert raw_redis.hget("t:s", "state") == b"SUCCESS" and float(raw_redis.hget("t:s", "date_done")) > 1e9
+    assert 0 < raw_redis.ttl("t:s") <= 86_400
+
+
+def test_an_unstorable_value_becomes_a_clear_failure_spec(settings):
+    settings.DJWORK = {**settings.DJWORK, "RESULT_MAX_BYTES": 10}
+    assert "djwork.ResultNotStored" in result_record.success_spec(object(), get_config())
+    too_big = result_record.success_spec("x" * 20, get_config())
+    assert too_big.split("\n")[1] == "FAILURE" and "RESULT_MAX_BYTES (10)" in too_big
