@@ -12,6 +12,9 @@
     send_welcome.delay_on_commit(42)            # after the surrounding transaction commits
     send_welcome(42)                            # runs inline, now
 
+    @djwork.job(soft_time_limit=50, time_limit=60)   # docs/celery.md, Time limits
+    def export(report_id): ...
+
     @djwork.job(unique_for=600)                 # one copy at a time (docs/unique.md)
     def sync_account(account_id): ...
     sync_account.delay(42).duplicate_of         # None, or the jid already holding the lock
@@ -154,6 +157,7 @@ def _check_payload_options(options: dict[str, Any], where: str) -> None:
     if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, int)
                                   or not 0 < retry_for < ABSOLUTE_EPOCH_THRESHOLD):
         raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
+    enqueue_options.check_time_limits(options, where)
 
 
 class Job(Enqueueing):
@@ -169,7 +173,8 @@ class Job(Enqueueing):
                  tags: list[str] | None = None, retry_queue: str | None = None,
                  retry_for: int | None = None, limits: Iterable[Any] | None = None,
                  rate_limit: Any = None, unique_for: float | dt.timedelta | None = None,
-                 unique_until: str | None = None, unique_args: Callable[..., Any] | None = None) -> None:
+                 unique_until: str | None = None, unique_args: Callable[..., Any] | None = None,
+                 soft_time_limit: float | None = None, time_limit: float | None = None) -> None:
         self.func = func
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.queue = enqueue_options.check_queue(queue, self.name)
@@ -192,6 +197,7 @@ class Job(Enqueueing):
             key: value for key, value in {
                 "backtrace": backtrace, "dead": dead, "tags": tags,
                 "retry_queue": retry_queue, "retry_for": retry_for,
+                "soft_time_limit": soft_time_limit, "time_limit": time_limit,
             }.items() if value is not None
         }
         _check_payload_options(self.options, self.name)
@@ -260,6 +266,9 @@ class Job(Enqueueing):
             chosen = {k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}
             _check_payload_options(chosen, self.name)
             extra = {**self.options, **chosen}
+            if "soft_time_limit" in chosen or "time_limit" in chosen:
+                # The call's limit against the decorator's other one: a soft limit at or past the hard one.
+                enqueue_options.check_time_limits(extra, self.name)
         else:
             extra = dict(self.options)
         if retry is not None:

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
@@ -24,6 +25,7 @@ from djwork import dead, job_locks, keys
 from djwork import redis as redis_layer
 from djwork.batches import runtime as batch_runtime
 from djwork.cron.locks import retake
+from djwork.exceptions import TimeLimitExceeded
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.key_guard import quarantine_culprits
 from djwork.key_types import WrongTypeKey
@@ -35,6 +37,7 @@ from djwork.worker import task_results
 from djwork.worker.failure_log import log_failure
 from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
 from djwork.worker.retry import Decision, decide
+from djwork.worker.time_limits import TimeLimitWatchdog, Watch, job_limits
 
 if TYPE_CHECKING:
     from djwork.conf import Config
@@ -72,8 +75,13 @@ class Executor:
     """Shared by every processor thread of a Launcher; per-thread state lives in ``_local``."""
 
     def __init__(self, config: Config, identity: str, history: HistoryRecorder, work: WorkState,
-                 metrics: ExecutionMetrics | None = None) -> None:
+                 metrics: ExecutionMetrics | None = None, watchdog: TimeLimitWatchdog | None = None,
+                 after_time_out: Callable[[], None] | None = None) -> None:
         self.config = config
+        # Time limits (time_limits.py); after_time_out: what the process does once a job past its
+        # hard limit is filed (a swarm child has itself replaced).
+        self.watchdog = watchdog
+        self.after_time_out = after_time_out
         self.metrics = metrics  # per-class execution metrics (docs/metrics.md); None when METRICS is off
         self.identity = identity
         self.history = history
@@ -167,10 +175,18 @@ class Executor:
         clock = time.perf_counter()
         error: BaseException | None = None
         running = None
+        watch: Watch | None = None
+        soft, hard = job_limits(payload, self.config.soft_time_limit, self.config.time_limit)
         try:
             close_stale_connections()
             running = batch_runtime.enter(payload)  # a batch this job opens is a child of its own
-            result = self._invoke(payload, target, unit.queue, jid)
+            if self.watchdog is None or (soft is None and hard is None):
+                result = self._invoke(payload, target, unit.queue, jid)
+            else:
+                thread = threading.get_ident()
+                with self.watchdog.watch(soft, hard, lambda: self._time_out(
+                        unit, acks, payload, target, started, clock, tid, hard, thread)) as watch:
+                    result = self._invoke(payload, target, unit.queue, jid)
         except BaseException as caught:
             # SystemExit/KeyboardInterrupt too: on a processor thread only the job
             # raises them (signals go to the main thread), and re-raised they
@@ -186,6 +202,14 @@ class Executor:
             if running is not None:
                 batch_runtime.leave(running)
         elapsed_ms = (time.perf_counter() - clock) * 1000
+        if watch is not None and watch.expired:
+            # Filed already, by the watchdog at the hard limit, and its slot given to another thread:
+            # this late finish must neither ack, nor file, nor count the job a second time.
+            unit.timed_out = True
+            logger.warning("djwork: job %s (%s) finished %.1fs after its time limit; it was already filed as "
+                           "failed, nothing more is done", jid, class_name, elapsed_ms / 1000 - (hard or 0.0),
+                           extra={"jid": jid, "job_class": class_name, "queue": unit.queue})
+            return
         if error is None:
             unit.processed = 1
             if "bid" in payload:  # before the ack, which may fire the batch's success with every result
@@ -210,6 +234,32 @@ class Executor:
             task_results.finished(jid, self.identity, error=error)
         self._handle_failure(unit, acks, payload, error, target if isinstance(target, Job) else None,
                              started, elapsed_ms)
+
+    def _time_out(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any], target: Job | Task,
+                  started: float, clock: float, tid: str, limit: float | None, thread: int) -> None:
+        """On the watchdog's thread, at the hard limit: file the job as failed and free its slot."""
+        unit.timed_out = True
+        self.work.end(tid)
+        jid, class_name = payload.get("jid") or "", payload["class"]
+        elapsed_ms = (time.perf_counter() - clock) * 1000
+        error = TimeLimitExceeded(f"{class_name} ran past its time_limit of {limit:g}s")
+        logger.error("djwork: job %s (%s) exceeded its time limit of %gs; filing it as failed and abandoning its "
+                     "thread", jid, class_name, limit, extra={"jid": jid, "job_class": class_name,
+                                                             "queue": unit.queue})
+        try:
+            if self.metrics is not None:
+                self.metrics.record(payload.get("wrapped") or class_name, elapsed_ms, True)
+            if isinstance(target, Task) or payload.get("djwork_task"):
+                task_results.finished(jid, self.identity, error=error)
+            self._handle_failure(unit, acks, payload, error, target if isinstance(target, Job) else None,
+                                 started, elapsed_ms)
+        finally:
+            # The slot is freed even if filing failed: the job then stays on the in-progress list, where the
+            # shutdown requeue (or orphan recovery) finds it.
+            if unit.on_time_out is not None:
+                unit.on_time_out(unit, thread)
+            if self.after_time_out is not None:
+                self.after_time_out()
 
     def _invoke(self, payload: dict[str, Any], target: Job | Task, queue: str, jid: str) -> Any:
         args = payload.get("args") or []

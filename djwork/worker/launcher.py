@@ -47,6 +47,7 @@ from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
+from djwork.worker.time_limits import TimeLimitWatchdog
 
 logger = logging.getLogger("djwork.worker")
 
@@ -85,7 +86,13 @@ class Launcher:
         in_progress_keys = [key for fetcher in fetchers for key in fetcher.in_progress_keys] if reliable else []
         self.history = HistoryRecorder(self.identity, config.history_max_length)
         self.metrics = ExecutionMetrics() if config.metrics else None
-        executor = Executor(config, self.identity, self.history, self.work, self.metrics)
+        # Jobs' soft and hard time limits (docs/celery.md). A swarm child sets recycle_on_time_limit:
+        # a job past its hard limit leaves a thread behind that only a new process gets rid of.
+        self.time_limits = TimeLimitWatchdog()
+        self.recycle_on_time_limit = False
+        self.recycle_requested = False
+        executor = Executor(config, self.identity, self.history, self.work, self.metrics, self.time_limits,
+                            self._after_time_out)
         self.managers = [
             Manager(capsule, fetcher, executor, self.request_shutdown,
                     fetch_timeout=config.fetch_timeout, socket_timeout=config.socket_timeout)
@@ -163,6 +170,7 @@ class Launcher:
         logger.info("djwork %s starting: identity=%s concurrency=%d queues=%s", self.process.version, self.identity,
                     self.process.concurrency, ",".join(self.process.queues))
         self.history.start()
+        self.time_limits.start()
         self.heartbeat.start()
         self.key_guard.start()
         for manager in self.managers:
@@ -249,6 +257,7 @@ class Launcher:
             if self.heartbeat.beats:
                 self._guarded("heartbeat-clear", self.heartbeat.clear)
             self._guarded("history", self.history.stop)
+            self._guarded("time-limits", self.time_limits.stop)
             self._guarded("limiter-identity", limiter.clear_process_identity)
             logger.info("djwork: stopped (%s)", self.identity)
         finally:
@@ -267,6 +276,15 @@ class Launcher:
             step(*args)
         except Exception:
             logger.exception("djwork: shutdown step %s failed", label)
+
+    def _after_time_out(self) -> None:
+        """A job past its hard time limit was filed; a swarm child then has itself replaced (swarm_child.py)."""
+        if not self.recycle_on_time_limit or self.recycle_requested:
+            return
+        self.recycle_requested = True
+        logger.warning("djwork: stopping this swarm child so a fresh one replaces it (a job's thread is stuck "
+                       "past its time limit)")
+        self.request_shutdown()
 
     # --- signals ------------------------------------------------------------------------
     def handle_remote_signal(self, name: str) -> None:
