@@ -35,11 +35,13 @@ def _two_children(swarm) -> set[int] | None:
 # --- against a worker ------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_soft_limit_raises_inside_a_busy_loop_and_the_jobs_cleanup_runs(workers, raw_redis):  # noqa: F811
-    worker = workers.start("-c", "2")
+    worker = workers.start("-c", "1")
     jobs.spin.delay("decorated")
     jobs.spin_plain.set(soft_time_limit=0.3).delay("set")  # the option through .set(), not the decorator
-    wait_until(lambda: raw_redis.hlen(jobs.COUNTS) == 2, 30, "both busy loops to end")
-    for key in ("decorated", "set"):
+    # Coroutine jobs, one after the other on the same thread and event loop.
+    jobs.wait_async.delay_many([("async-1",), ("async-2",)])
+    wait_until(lambda: raw_redis.hlen(jobs.COUNTS) == 4, 30, "the four jobs to end")
+    for key in ("decorated", "set", "async-1", "async-2"):
         assert jobs.events(raw_redis, key) == ["soft cleanup"]
         assert raw_redis.hget(jobs.STARTS, key) == b"1"
     # The job caught the exception: it succeeded, nothing was filed.

@@ -6,6 +6,7 @@ test can tell a run from a second run, and a cleanup from none.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -53,6 +54,18 @@ def spin(key):
             count += 1
     except SoftTimeLimitExceeded:
         note(key, "soft cleanup")
+    conn().hincrby(COUNTS, key, 1)
+
+
+@djwork.job(soft_time_limit=0.5)
+async def wait_async(key):
+    """A coroutine job: the soft limit surfaces at its await; its loop then serves the next job."""
+    conn().hincrby(STARTS, key, 1)
+    try:
+        await asyncio.sleep(60)
+    except SoftTimeLimitExceeded:
+        note(key, "soft cleanup")
+    await asyncio.sleep(0)  # the loop still works after the limit
     conn().hincrby(COUNTS, key, 1)
 
 

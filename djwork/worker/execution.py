@@ -34,6 +34,7 @@ from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
 from djwork.worker import task_results
+from djwork.worker.async_limits import is_coroutine_job, with_soft_limit
 from djwork.worker.failure_log import log_failure
 from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
 from djwork.worker.retry import Decision, decide
@@ -184,7 +185,9 @@ class Executor:
                 result = self._invoke(payload, target, unit.queue, jid)
             else:
                 thread = threading.get_ident()
-                with self.watchdog.watch(soft, hard, lambda: self._time_out(
+                # A coroutine job's soft limit is its event loop's (async_limits.py), not an async exception.
+                self._local.soft_limit = soft if is_coroutine_job(target) else None
+                with self.watchdog.watch(None if self._local.soft_limit else soft, hard, lambda: self._time_out(
                         unit, acks, payload, target, started, clock, tid, hard, thread)) as watch:
                     result = self._invoke(payload, target, unit.queue, jid)
         except BaseException as caught:
@@ -199,6 +202,7 @@ class Executor:
             except Exception:
                 logger.exception("djwork: close_old_connections failed after a job")
             self.work.end(tid)
+            self._local.soft_limit = None  # a coroutine job's limit that was not consumed must not outlive it
             if running is not None:
                 batch_runtime.leave(running)
         elapsed_ms = (time.perf_counter() - clock) * 1000
@@ -302,7 +306,8 @@ class Executor:
             # a loop per job costs more than most jobs.
             loop = asyncio.new_event_loop()
             self._local.loop = loop
-        return loop.run_until_complete(value)
+        soft_limit, self._local.soft_limit = getattr(self._local, "soft_limit", None), None
+        return loop.run_until_complete(value if soft_limit is None else with_soft_limit(value, soft_limit))
 
     # --- a limiter said no ---------------------------------------------------------
     def _reschedule(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any], error: OverLimit,
