@@ -4,6 +4,7 @@ from djwork.batches import Batch, BatchError
 from djwork.canvas import CanvasError, ChordError, Signature, chain, chord, chunks, group, signature
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
+from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
@@ -31,6 +32,8 @@ __all__ = [
     "MaxRetriesExceededError",
     "Retry",
     "Signature",
+    "SoftTimeLimitExceeded",
+    "TimeLimitExceeded",
     "UnknownJobClass",
     "WrongTypeKey",
     "chain",

@@ -129,6 +129,13 @@ def test_a_soft_limit_at_or_past_the_hard_one_is_refused():
         jobs.spin.apply_async(["k"], time_limit=0.2)
 
 
+def test_the_exceptions_are_importable_as_celery_code_and_djwork_code_expect():
+    from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+
+    assert djwork.SoftTimeLimitExceeded is SoftTimeLimitExceeded and djwork.TimeLimitExceeded is TimeLimitExceeded
+    assert issubclass(SoftTimeLimitExceeded, Exception) and issubclass(TimeLimitExceeded, Exception)
+
+
 def test_the_worker_reads_the_payloads_limits_and_falls_back_to_the_settings():
     assert job_limits({"soft_time_limit": 1, "time_limit": 2.5}, None, None) == (1.0, 2.5)
     assert job_limits({}, 30, 60) == (30, 60)

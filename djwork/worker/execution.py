@@ -83,6 +83,7 @@ class Executor:
         # hard limit is filed (a swarm child has itself replaced).
         self.watchdog = watchdog
         self.after_time_out = after_time_out
+        self._default_limits = config.soft_time_limit is not None or config.time_limit is not None
         self.metrics = metrics  # per-class execution metrics (docs/metrics.md); None when METRICS is off
         self.identity = identity
         self.history = history
@@ -177,7 +178,9 @@ class Executor:
         error: BaseException | None = None
         running = None
         watch: Watch | None = None
-        soft, hard = job_limits(payload, self.config.soft_time_limit, self.config.time_limit)
+        soft = hard = None
+        if self._default_limits or "time_limit" in payload or "soft_time_limit" in payload:  # cheap when unused
+            soft, hard = job_limits(payload, self.config.soft_time_limit, self.config.time_limit)
         try:
             close_stale_connections()
             running = batch_runtime.enter(payload)  # a batch this job opens is a child of its own
