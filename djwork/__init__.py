@@ -5,6 +5,7 @@ from djwork.canvas import CanvasError, ChordError, Signature, chain, chord, chun
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.errors import RedisUnavailable
+from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
@@ -42,8 +43,10 @@ __all__ = [
     "ResultTimeout",
     "Retry",
     "Signature",
+    "SoftTimeLimitExceeded",
     "Task",
     "TerminateNotSupported",
+    "TimeLimitExceeded",
     "UnknownJobClass",
     "WrongTypeKey",
     "chain",

@@ -7,5 +7,6 @@ class DjworkConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Registers the system checks; nothing here touches Redis.
+        # Registers the system checks and the ALWAYS_EAGER runner; nothing here touches Redis.
         from djwork import checks  # noqa: F401
+        from djwork.testing import modes  # noqa: F401  (registers the ALWAYS_EAGER runner)

@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from djwork import keys, scripts, signals
+from djwork import keys, push_intercept, scripts, signals
 from djwork import redis as redis_layer
 from djwork.batches import collect as batch_collect
 from djwork.conf import Config, get_config
@@ -175,6 +175,9 @@ def _push(payload: dict[str, Any], at: float | None, signalled: bool) -> tuple[P
         payload["enqueued_at"] = now
     if batch is not None:
         return Pushed(batch.take(payload, queue, later)), payload
+    divert = push_intercept.divert_for(config.always_eager)
+    if divert is not None:  # a testing mode or ALWAYS_EAGER (djwork.testing): collected or run, not written
+        return Pushed(divert(payload, later)), payload
     lock = lock_of(payload)
     if lock is not None:
         script = _unique_command(payload, lock, queue, later, now)
@@ -272,6 +275,10 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
             payload["enqueued_at"] = now
         if batch is not None:
             outcomes.append(Pushed(batch.take(payload, queue, later)))
+            continue
+        divert = push_intercept.divert_for(config.always_eager)
+        if divert is not None:
+            outcomes.append(Pushed(divert(payload, later)))
             continue
         lock = lock_of(payload)
         if lock is not None:

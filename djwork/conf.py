@@ -81,6 +81,9 @@ class Config:
     metrics_token: str | None
     test_clock: Any  # djwork.cron.clock.Clock
     dashboard_latency_warning: float
+    soft_time_limit: float | None
+    time_limit: float | None
+    always_eager: bool
 
     @property
     def queue_names(self) -> list[str]:

@@ -24,8 +24,9 @@ from djwork.results import ResultMethods
 # Sidekiq: an interval this large is an absolute epoch, not a delay.
 ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
 
-# The Sidekiq job options a call may set, copied into the payload as they are.
-PAYLOAD_OPTIONS = ("backtrace", "dead", "tags", "retry_queue", "retry_for")
+# The job options a call may set, copied into the payload as they are: Sidekiq's, and the time
+# limits the worker enforces (djwork/worker/time_limits.py; Sidekiq ignores the fields).
+PAYLOAD_OPTIONS = ("backtrace", "dead", "tags", "retry_queue", "retry_for", "soft_time_limit", "time_limit")
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class Enqueueing(CanvasVerbs):
         """Celery's ``apply_async``: ``countdown``, ``eta``, ``expires``, ``queue``, ``retry``, ``jid``,
         the Sidekiq options (``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``retry_for``) and
         ``unique_for``/``unique_until`` (docs/unique.md); ``link``/``link_error`` (docs/canvas.md);
-        ``ignore_result`` (docs/celery.md)."""
+        ``ignore_result``, ``soft_time_limit``/``time_limit`` (docs/celery.md)."""
         if options.get("link") is not None or options.get("link_error") is not None:
             return self.signature(args, kwargs, **options).apply_async()  # a one-job batch (djwork/canvas)
         options.pop("link", None)

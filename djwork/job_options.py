@@ -24,10 +24,9 @@ CLASS_DEFAULTS = ("name", "queue", "max_retries", "default_retry_delay", "autore
                   "retry_kwargs", "retry_backoff", "retry_backoff_max", "retry_jitter", "rate_limit", "expires",
                   "serializer", "typing", "priority", *GUARANTEED)
 
-# Options only the decorator gives. Not here on purpose: `time_limit`/`soft_time_limit` (added by the
-# time-limits work), which an unknown-option error refuses until then.
-DECORATOR_ONLY = ("retry", "bind", "ignore_result", "backtrace", "dead", "tags", "retry_queue", "retry_for", "limits",
-                  "unique_for", "unique_until", "unique_args")
+# Options only the decorator gives.
+DECORATOR_ONLY = ("retry", "bind", "ignore_result", "soft_time_limit", "time_limit", "backtrace", "dead", "tags",
+                  "retry_queue", "retry_for", "limits", "unique_for", "unique_until", "unique_args")
 
 RETRY_KWARGS = ("max_retries", "countdown")
 

@@ -12,6 +12,9 @@
     send_welcome.delay_on_commit(42)            # after the surrounding transaction commits
     send_welcome(42)                            # runs inline, now
 
+    @djwork.job(soft_time_limit=50, time_limit=60)   # docs/celery.md, Time limits
+    def export(report_id): ...
+
     @djwork.job(unique_for=600)                 # one copy at a time (docs/unique.md)
     def sync_account(account_id): ...
     sync_account.delay(42).duplicate_of         # None, or the jid already holding the lock
@@ -85,6 +88,7 @@ def _check_payload_options(options: dict[str, Any], where: str) -> None:
     if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, int)
                                   or not 0 < retry_for < ABSOLUTE_EPOCH_THRESHOLD):
         raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
+    enqueue_options.check_time_limits(options, where)
 
 
 class Job(Task, Enqueueing):
@@ -134,10 +138,12 @@ class Job(Task, Enqueueing):
         self.hooked = any(getattr(type(self), hook) is not getattr(Task, hook) for hook in HOOKS)
         backtrace, dead, tags = option.get("backtrace"), option.get("dead"), option.get("tags")
         retry_queue, retry_for = option.get("retry_queue"), option.get("retry_for")
+        soft_time_limit, time_limit = option.get("soft_time_limit"), option.get("time_limit")
         self.options = {
             key: value for key, value in {
                 "backtrace": backtrace, "dead": dead, "tags": tags,
                 "retry_queue": retry_queue, "retry_for": retry_for,
+                "soft_time_limit": soft_time_limit, "time_limit": time_limit,
             }.items() if value is not None
         }
         _check_payload_options(self.options, self.name)
@@ -240,6 +246,9 @@ class Job(Task, Enqueueing):
             chosen = {k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}
             _check_payload_options(chosen, self.name)
             extra = {**self.options, **chosen, **celery_fields}
+            if "soft_time_limit" in chosen or "time_limit" in chosen:
+                # The call's limit against the decorator's other one: a soft limit at or past the hard one.
+                enqueue_options.check_time_limits(extra, self.name)
         else:
             extra = dict(self.options)
         if retry is not None:

@@ -62,6 +62,25 @@ def seconds(value: Any, where: str, option: str) -> float:
     return amount
 
 
+def time_limit(value: Any, where: str, option: str) -> float | int:
+    """A ``soft_time_limit``/``time_limit``: a positive, finite number of seconds (kept as given: it is stored)."""
+    if not _is_number(value) or not math.isfinite(value) or value <= 0:
+        raise OptionError(f"{where}: {option} must be a positive number of seconds, got {value!r}")
+    return value
+
+
+def check_time_limits(options: dict[str, Any], where: str) -> None:
+    """Each limit a positive number, and the soft one below the hard one (it is the warning before the end)."""
+    soft, hard = options.get("soft_time_limit"), options.get("time_limit")
+    if soft is not None:
+        time_limit(soft, where, "soft_time_limit")
+    if hard is not None:
+        time_limit(hard, where, "time_limit")
+    if soft is not None and hard is not None and soft >= hard:
+        raise OptionError(f"{where}: soft_time_limit ({soft!r}) must be below time_limit ({hard!r}): the soft "
+                          "limit warns the job before the hard one ends it")
+
+
 def moment(value: Any, where: str, option: str) -> float:
     """A point in time (``eta``, ``perform_at``): a datetime (naive = Django's time zone) or an epoch."""
     if isinstance(value, dt.datetime):

@@ -191,3 +191,15 @@ def check_pool_size(spec: SettingSpec, values: Mapping[str, Any], _given: Mappin
         return [Error(f"DJWORK[{spec.name!r}] must be None or an integer >= 2, got {size!r}.", hint=spec.hint,
                       id=spec.check_id)]
     return []
+
+
+def check_time_limits(spec: SettingSpec, values: Mapping[str, Any], given: Mapping[str, Any]) -> list[CheckMessage]:
+    """SOFT_TIME_LIMIT / TIME_LIMIT: each None or seconds > 0, and the soft one below the hard one."""
+    errors = check_kind(spec, values, given)
+    soft, hard = values["SOFT_TIME_LIMIT"], values["TIME_LIMIT"]
+    if spec.name == "SOFT_TIME_LIMIT" and is_number(soft) and is_number(hard) and 0 < hard <= soft:
+        errors.append(Error(
+            f"DJWORK['SOFT_TIME_LIMIT'] ({soft}) must be below DJWORK['TIME_LIMIT'] ({hard}).",
+            hint="The soft limit is the job's warning to clean up before the hard limit ends it: set it lower "
+                 "(e.g. SOFT_TIME_LIMIT = 0.9 * TIME_LIMIT), or leave one of them None.", id="djwork.E074"))
+    return errors

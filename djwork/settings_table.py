@@ -28,6 +28,7 @@ from djwork.settings_checks import (
     check_orphan_threshold,
     check_pool_size,
     check_queues_setting,
+    check_time_limits,
     check_url_setting,
 )
 from djwork.settings_kinds import (
@@ -218,6 +219,25 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "MAX_RETRIES", 25, count_or_zero, "djwork.E020",
         "Retries before a failing job goes to the dead set, e.g. 25; 0 disables retries.", "Jobs",
         "Retries of a failing job (with `retry=True`) before it goes to the dead set. `0` disables retries."),
+    SettingSpec(
+        "SOFT_TIME_LIMIT", None, optional_seconds, "djwork.E073",
+        "None (no limit) or seconds, e.g. 300; a job's own soft_time_limit wins.", "Jobs",
+        "Default soft time limit in seconds (Celery's `task_soft_time_limit`): `djwork.exceptions."
+        "SoftTimeLimitExceeded` is raised inside a job running longer, so it can clean up. `None`: no limit. A job's"
+        " `soft_time_limit=` overrides it. Must be below `TIME_LIMIT`. docs/celery.md, Time limits.",
+        check=check_time_limits, also=("djwork.E074",)),
+    SettingSpec(
+        "TIME_LIMIT", None, optional_seconds, "djwork.E073",
+        "None (no limit) or seconds, e.g. 600; a job's own time_limit wins.", "Jobs",
+        "Default hard time limit in seconds (Celery's `task_time_limit`): a job running longer is failed with"
+        " `djwork.exceptions.TimeLimitExceeded` (the retry path) and its thread abandoned; a swarm child is"
+        " replaced. `None`: no limit. A job's `time_limit=` overrides it. docs/celery.md, Time limits.",
+        check=check_time_limits, also=("djwork.E074",)),
+    SettingSpec(
+        "ALWAYS_EAGER", False, flag, "djwork.E017",
+        "True runs every job at enqueue, in the caller's thread (tests only).", "Jobs",
+        "For tests: run each job at enqueue, in the caller's thread, instead of writing it to Redis (Celery's"
+        " `task_always_eager`); its exception propagates to the caller. docs/testing.md."),
     SettingSpec(
         "LIMITER_MAX_RESCHEDULES", 20, count_or_zero, "djwork.E024",
         "times a job over a rate limit goes back to wait before it takes the retry path, e.g. 20", "Jobs",

@@ -289,6 +289,11 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("MAX_RETRIES", False, "djwork.E020"),
     ("LIMITER_MAX_RESCHEDULES", -1, "djwork.E024"),
     ("LIMITER_MAX_RESCHEDULES", 2.5, "djwork.E024"),
+    ("SOFT_TIME_LIMIT", 0, "djwork.E073"),
+    ("SOFT_TIME_LIMIT", "30", "djwork.E073"),
+    ("TIME_LIMIT", -5, "djwork.E073"),
+    ("TIME_LIMIT", True, "djwork.E073"),
+    ("ALWAYS_EAGER", "yes", "djwork.E017"),
     # Periodic jobs (docs/periodic.md; more cases in tests/test_periodic_checks.py).
     ("LEADER", "yes", "djwork.E040"),
     ("METRICS", "yes", "djwork.E017"),
@@ -397,3 +402,16 @@ def test_build_config_survives_every_bad_value():
             except Exception as error:
                 crashed.append((key, value, type(error).__name__))
     assert crashed == []
+
+
+@pytest.mark.parametrize(("soft", "hard"), [(60, 60), (90, 60)])
+def test_a_soft_time_limit_not_below_the_hard_one_is_refused(soft, hard):
+    errors = run_checks(SOFT_TIME_LIMIT=soft, TIME_LIMIT=hard)
+    assert_only(errors, "djwork.E074")
+    assert "SOFT_TIME_LIMIT" in errors[0].msg and "TIME_LIMIT" in errors[0].msg
+
+
+def test_time_limits_below_one_another_or_alone_pass():
+    assert run_checks(SOFT_TIME_LIMIT=50, TIME_LIMIT=60) == []
+    assert run_checks(SOFT_TIME_LIMIT=50) == []
+    assert run_checks(TIME_LIMIT=0.5) == []

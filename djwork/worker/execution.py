@@ -15,6 +15,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
@@ -32,10 +33,13 @@ from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
 from djwork.worker import outcome, task_results
+from djwork.worker.async_limits import is_coroutine_job, with_soft_limit
 from djwork.worker.coroutine_jobs import CoroutineJob
+from djwork.worker.execution_exits import SideExits
 from djwork.worker.failure_log import log_failure
-from djwork.worker.limits import count_rescheduled, reschedule_call, reschedule_cap, rescheduled_payload, run_within
+from djwork.worker.limits import run_within
 from djwork.worker.retry import Decision, decide
+from djwork.worker.time_limits import TimeLimitWatchdog, Watch, job_limits
 
 if TYPE_CHECKING:
     from djwork.conf import Config
@@ -69,12 +73,18 @@ def close_stale_connections() -> None:
         close_old_connections()
 
 
-class Executor:
+class Executor(SideExits):
     """Shared by every processor thread of a Launcher; per-thread state lives in ``_local``."""
 
     def __init__(self, config: Config, identity: str, history: HistoryRecorder, work: WorkState,
-                 metrics: ExecutionMetrics | None = None) -> None:
+                 metrics: ExecutionMetrics | None = None, watchdog: TimeLimitWatchdog | None = None,
+                 after_time_out: Callable[[], None] | None = None) -> None:
         self.config = config
+        # Time limits (time_limits.py); after_time_out: what the process does once a job past its
+        # hard limit is filed (a swarm child has itself replaced).
+        self.watchdog = watchdog
+        self.after_time_out = after_time_out
+        self._default_limits = config.soft_time_limit is not None or config.time_limit is not None
         self.metrics = metrics  # per-class execution metrics (docs/metrics.md); None when METRICS is off
         self.identity = identity
         self.history = history
@@ -177,10 +187,22 @@ class Executor:
         if isinstance(target, Job):
             request = self._request(payload, unit.queue, jid)
             events = task_events.for_run(target, request)  # None unless hooks or receivers exist
+        watch: Watch | None = None
+        soft = hard = None
+        if self._default_limits or "time_limit" in payload or "soft_time_limit" in payload:  # cheap when unused
+            soft, hard = job_limits(payload, self.config.soft_time_limit, self.config.time_limit)
         try:
             close_stale_connections()
             running = batch_runtime.enter(payload)  # a batch this job opens is a child of its own
-            result = self._invoke(payload, target, unit.queue, jid, request, events)
+            if self.watchdog is None or (soft is None and hard is None):
+                result = self._invoke(payload, target, unit.queue, jid, request, events)
+            else:
+                thread = threading.get_ident()
+                # A coroutine job's soft limit is its event loop's (async_limits.py), not an async exception.
+                self._local.soft_limit = soft if is_coroutine_job(target) else None
+                with self.watchdog.watch(None if self._local.soft_limit else soft, hard, lambda: self._time_out(
+                        unit, acks, payload, target, started, clock, tid, hard, thread)) as watch:
+                    result = self._invoke(payload, target, unit.queue, jid, request, events)
         except BaseException as caught:
             # SystemExit/KeyboardInterrupt too: on a processor thread only the job
             # raises them (signals go to the main thread), and re-raised they
@@ -193,8 +215,18 @@ class Executor:
             except Exception:
                 logger.exception("djwork: close_old_connections failed after a job")
             self.work.end(tid)
+            self._local.soft_limit = None  # a coroutine job's limit that was not consumed must not outlive it
             if running is not None:
                 batch_runtime.leave(running)
+        if watch is not None and watch.expired:
+            # Filed already, by the watchdog at the hard limit, and its slot given to another thread:
+            # this late finish must neither ack, nor file, nor count the job a second time.
+            unit.timed_out = True
+            late = time.perf_counter() - clock - (hard or 0.0)
+            logger.warning("djwork: job %s (%s) finished %.1fs after its time limit; it was already filed as "
+                           "failed, nothing more is done", jid, payload["class"], late,
+                           extra={"jid": jid, "job_class": payload["class"], "queue": unit.queue})
+            return
         self.settle(unit, acks, payload, target, jid, started, clock, result, error, events)
         return None
 
@@ -303,38 +335,10 @@ class Executor:
             # a loop per job costs more than most jobs.
             loop = asyncio.new_event_loop()
             self._local.loop = loop
-        return loop.run_until_complete(value)
+        soft_limit, self._local.soft_limit = getattr(self._local, "soft_limit", None), None
+        return loop.run_until_complete(value if soft_limit is None else with_soft_limit(value, soft_limit))
 
     # --- a limiter said no ---------------------------------------------------------
-    def _reschedule(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any], error: OverLimit,
-                    target: Job | Task, started: float, elapsed_ms: float) -> bool:
-        """Back to `schedule` at the limiter's retry_after (limits.py); False once the cap is spent."""
-        cap = reschedule_cap(error, getattr(target, "limits", ()), self.config)
-        decided = rescheduled_payload(payload, error, cap)
-        jid = payload.get("jid") if isinstance(payload.get("jid"), str) else ""
-        if decided is None:
-            logger.warning("djwork: job %s was refused by limiter %s %d times; taking the retry path", jid,
-                           error.name, cap)
-            return False
-        new_payload, score = decided
-        self.history.record(jid, payload["class"], unit.queue, "rescheduled", started, elapsed_ms,
-                            "djwork.limiter.OverLimit", str(error))
-        if self.metrics is not None:  # a run a limiter sent back is no failure (docs/metrics.md)
-            self.metrics.record(payload.get("wrapped") or payload["class"], elapsed_ms, False)
-        if self.config.log_jobs:
-            logger.info("rescheduled jid=%s class=%s limiter=%s in=%.3fs overrated=%d", jid, payload["class"],
-                        error.name, score - time.time(), new_payload["overrated"],
-                        extra={"jid": jid, "job_class": payload["class"], "queue": unit.queue,
-                               "event": "rescheduled"})
-        if acks.abandoned:
-            return True  # pushed back at the shutdown deadline already
-        call = reschedule_call(unit.in_progress_key or keys.queue(unit.queue), unit.raw, new_payload, score, jid,
-                               bool(unit.in_progress_key))
-        redis_layer.run(call.evaluate, idempotent=True)
-        count_rescheduled(error.name)
-        return True
-
-    # --- failure --------------------------------------------------------------------
     def _handle_failure(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any],
                         error: BaseException, job: Job | None, started: float, elapsed_ms: float,
                         unknown: bool = False, events: task_events.RunEvents | None = None) -> None:
@@ -384,16 +388,3 @@ class Executor:
                 retake([decision.payload], extra_ms=int(max(0.0, decision.score - time.time()) * 1000))
             except Exception:
                 logger.exception("djwork: extending the running lock of periodic job %s failed", jid)
-
-    def _bury_invalid(self, unit: UnitOfWork, acks: AckBuffer, reason: str) -> None:
-        """A payload that is not a job: to `dead` inside a readable wrapper that keeps the raw text."""
-        unit.processed = unit.failed = 1
-        now = time.time()
-        wrapper = dead.invalid_payload(unit.raw, unit.queue, f"{reason}; raw payload kept in args[0] and raw_payload",
-                                       now)
-        logger.error("djwork: invalid payload from queue %s sent to dead: %s", unit.queue, reason)
-        self.history.record("", dead.INVALID_PAYLOAD_CLASS, unit.queue, "dead", now, 0.0,
-                            dead.INVALID_PAYLOAD_CLASS, reason)
-        if acks.abandoned:
-            return
-        self._file(unit, Decision("dead", wrapper, now), "")

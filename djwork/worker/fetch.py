@@ -57,6 +57,10 @@ class UnitOfWork:
     processed: int = 0
     failed: int = 0
     expired: int = 0
+    # Time limits (execution.py): the job ran past its hard limit and the watchdog settled it; the Manager's
+    # callback frees its slot then, so the processor thread that ran it settles nothing more.
+    timed_out: bool = False
+    on_time_out: Callable[[UnitOfWork, int], None] | None = None  # (unit, the abandoned thread's ident)
 
     def acknowledge(self, jid: str) -> None:
         """The job is done (succeeded, expired, or filed elsewhere): remove it with the next fetch.

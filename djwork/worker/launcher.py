@@ -50,6 +50,7 @@ from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
+from djwork.worker.time_limits import TimeLimitWatchdog
 from djwork.worker.yielding import RequestGate
 
 logger = logging.getLogger("djwork.worker")
@@ -89,7 +90,13 @@ class Launcher:
         in_progress_keys = [key for fetcher in fetchers for key in fetcher.in_progress_keys] if reliable else []
         self.history = HistoryRecorder(self.identity, config.history_max_length)
         self.metrics = ExecutionMetrics() if config.metrics else None
-        executor = Executor(config, self.identity, self.history, self.work, self.metrics)
+        # Jobs' soft and hard time limits (docs/celery.md). A swarm child sets recycle_on_time_limit:
+        # a job past its hard limit leaves a thread behind that only a new process gets rid of.
+        self.time_limits = TimeLimitWatchdog()
+        self.recycle_on_time_limit = False
+        self.recycle_requested = False
+        executor = Executor(config, self.identity, self.history, self.work, self.metrics, self.time_limits,
+                            self._after_time_out)
         # One event loop thread for every capsule's coroutine jobs (docs/performance.md, I/O-bound jobs).
         self.coroutines = Coroutines()
         executor.coroutines_enabled = True
@@ -183,6 +190,7 @@ class Launcher:
         logger.info("djwork %s starting: identity=%s concurrency=%d queues=%s", self.process.version, self.identity,
                     self.process.concurrency, ",".join(self.process.queues))
         self.history.start()
+        self.time_limits.start()
         self.heartbeat.start()
         self.key_guard.start()
         self.coroutines.start()
@@ -275,6 +283,7 @@ class Launcher:
             if self.heartbeat.beats:
                 self._guarded("heartbeat-clear", self.heartbeat.clear)
             self._guarded("history", self.history.stop)
+            self._guarded("time-limits", self.time_limits.stop)
             self._guarded("limiter-identity", limiter.clear_process_identity)
             if signals.worker_shutdown.receivers:
                 signals.send(signals.worker_shutdown, self)
@@ -295,6 +304,15 @@ class Launcher:
             step(*args)
         except Exception:
             logger.exception("djwork: shutdown step %s failed", label)
+
+    def _after_time_out(self) -> None:
+        """A job past its hard time limit was filed; a swarm child then has itself replaced (swarm_child.py)."""
+        if not self.recycle_on_time_limit or self.recycle_requested:
+            return
+        self.recycle_requested = True
+        logger.warning("djwork: stopping this swarm child so a fresh one replaces it (a job's thread is stuck "
+                       "past its time limit)")
+        self.request_shutdown()
 
     # --- signals ------------------------------------------------------------------------
     def handle_remote_signal(self, name: str) -> None:

@@ -185,6 +185,7 @@ class Manager:
                 if unit is None:
                     return
                 handed = False
+                unit.on_time_out = self._timed_out
                 try:
                     if gate is not None:
                         gate.before_job()
@@ -192,8 +193,10 @@ class Manager:
                     if coroutine_job is not None:
                         handed = self._to_loop(unit, coroutine_job)
                 finally:
-                    if not handed:
+                    if not handed and not unit.timed_out:
                         self._release(unit)
+                if unit.timed_out:
+                    return  # abandoned at its job's hard time limit: a fresh thread has taken its place
                 if dispatcher.backlog and not work.waiting():
                     dispatcher.refill()
         except BaseException:
@@ -204,7 +207,17 @@ class Manager:
             with self.condition:
                 self.processors.discard(me)
 
-    def _replace(self, dead: threading.Thread) -> None:
+    def _timed_out(self, unit: UnitOfWork, thread_ident: int) -> None:
+        """A job ran past its hard time limit and was filed (the watchdog's thread): free its slot now and
+        give its still-running thread's place to a fresh one, so capacity is not lost to a stuck job."""
+        self._release(unit)
+        with self.condition:
+            abandoned = next((thread for thread in self.processors if thread.ident == thread_ident), None)
+        # Replaced even when the thread already ended (its late finish beat this call): it takes no
+        # more jobs either way. Out of `processors`, so a stop won't wait to join it.
+        self._replace(abandoned)
+
+    def _replace(self, dead: threading.Thread | None) -> None:
         with self.condition:
             self.processors.discard(dead)
             if self.slots.stopping:

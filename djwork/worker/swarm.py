@@ -47,7 +47,14 @@ from djwork.conf import Config
 from djwork.worker.health import HealthServer, health_server
 from djwork.worker.launcher import dump_threads
 from djwork.worker.memory import rss_kb
-from djwork.worker.swarm_child import REPORT_INTERVAL, SHUTDOWN_GRACE, Board, child_main, set_title
+from djwork.worker.swarm_child import (
+    RECYCLE_EXIT_CODE,
+    REPORT_INTERVAL,
+    SHUTDOWN_GRACE,
+    Board,
+    child_main,
+    set_title,
+)
 
 logger = logging.getLogger("djwork.worker")
 
@@ -227,6 +234,11 @@ class Swarm:
         described = f"signal {-code}" if code < 0 else f"code {code}"
         if self.stopping:
             logger.info("djwork swarm: child %d exited (%s)", child.pid, described)
+            return
+        if code == RECYCLE_EXIT_CODE:
+            logger.info("djwork swarm: child %d in slot %d stopped to be replaced (a job past its time limit); "
+                        "replacing it", child.pid, child.slot)
+            self._schedule_respawn(child.slot, crashed=False)
             return
         if child.reason == "memory":
             logger.info("djwork swarm: child %d exited (%s) after its memory restart; replacing it",

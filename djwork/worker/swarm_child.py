@@ -40,6 +40,9 @@ SHUTDOWN_GRACE = 10.0  # past TIMEOUT: a child's own teardown steps (joins, clea
 REPORT_INTERVAL = 1.0
 ORPHAN_CHECK_INTERVAL = 1.0
 PR_SET_PDEATHSIG = 1
+# A child that stopped itself to be replaced (a job's thread stuck past its hard time limit):
+# the parent respawns it at once and counts no crash.
+RECYCLE_EXIT_CODE = 75
 
 try:
     from setproctitle import setproctitle as _setproctitle
@@ -95,12 +98,15 @@ def child_main(config: Config, slot: int, parent_pid: int, board: Board, health:
             health.close_inherited()
         config = dataclasses.replace(config, health_port=None)
         launcher = Launcher(config, deliver_signal=deliver_to_self)
+        launcher.recycle_on_time_limit = True
         reporter = ChildReporter(launcher, board, slot)
         guard = OrphanGuard(parent_pid, launcher, config.timeout)
         guard.start()
         reporter.start()
         try:
             code = runner.run(config, launcher)
+            if code == 0 and launcher.recycle_requested:
+                code = RECYCLE_EXIT_CODE
         finally:
             reporter.stop()
             guard.stop()
