@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from djwork.batches import runtime as batch_runtime
+from djwork.worker.async_limits import with_soft_limit
 from djwork.worker.process import base36
+from djwork.worker.time_limits import job_limits
 
 if TYPE_CHECKING:
     from djwork.jobs import Job
@@ -57,7 +59,11 @@ class CoroutineJob:
         error: BaseException | None = None
         result = None
         try:
-            result = await self.target.run(executor._request(payload, unit.queue, self.jid))
+            body = self.target.run(executor._request(payload, unit.queue, self.jid))
+            soft, _hard = job_limits(payload, executor.config.soft_time_limit, None)
+            # The soft limit on the loop is its timer's cancellation, turned into SoftTimeLimitExceeded at the
+            # job's await (async_limits.py); a job with a hard limit runs on a thread (Executor._execute).
+            result = await (with_soft_limit(body, soft) if soft is not None else body)
         except asyncio.CancelledError as cancelled:
             if self.acks.abandoned:
                 # Cancelled at the shutdown deadline: the requeue pushed its copy back, so

@@ -177,7 +177,8 @@ class Executor(SideExits):
 
     def _execute(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any],
                  target: Job | Task, jid: str) -> CoroutineJob | None:
-        if self.on_loop(target):
+        if self.on_loop(target) and self.config.time_limit is None and "time_limit" not in payload:
+            # (A coroutine job with a hard time limit runs on a thread, where the watchdog can abandon it.)
             # The body runs on the event loop (coroutines.py); the Manager moves the job to a place there.
             return CoroutineJob(self, unit, acks, payload, target, jid)
         started, clock, tid = self.begin(unit, payload, jid)
