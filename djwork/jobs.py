@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -254,22 +253,10 @@ class Job(Task, Enqueueing):
         if retry is not None:
             retry = _check_retry(retry, self.name)
         uniqueness = unique.for_call(self.uniqueness, self.name, unique_for, unique_until)
-        at: float | None = None
-        if eta is not None:
-            at = enqueue_options.moment(eta, self.name, "eta")
-        elif countdown is not None:
-            at = enqueue_options.after(enqueue_options.seconds(countdown, self.name, "countdown"), self.name,
-                                      "countdown", countdown)
+        at = enqueue_options.run_at(eta, countdown, self.name)
         expires = self.expires if expires is None else expires
         if expires is not None:
-            # A duration counts from when the job is due (Sidekiq Pro's rule): counted from the
-            # call, any expiry shorter than the delay would drop every scheduled copy unrun.
-            extra["expires_at"] = (
-                enqueue_options.moment(expires, self.name, "expires") if isinstance(expires, dt.datetime)
-                else enqueue_options.within_horizon(
-                    max(at or 0.0, time.time()) + enqueue_options.seconds(expires, self.name, "expires"),
-                    self.name, "expires", expires)
-            )
+            extra["expires_at"] = enqueue_options.expires_at(expires, at, self.name)
         queue = self.queue if queue is None else enqueue_options.check_queue(queue, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)

@@ -105,3 +105,24 @@ def within_horizon(epoch: float, where: str, option: str, given: Any) -> float:
     if epoch > time.time() + MAX_HORIZON:
         raise OptionError(f"{where}: {option} {given!r} is more than 100 years ahead (a millisecond epoch?)")
     return epoch
+
+
+def run_at(eta: Any, countdown: Any, where: str) -> float | None:
+    """A call's run-at epoch from ``eta`` (wins) or ``countdown``; None = now."""
+    if eta is not None:
+        return moment(eta, where, "eta")
+    if countdown is not None:
+        return after(seconds(countdown, where, "countdown"), where, "countdown", countdown)
+    return None
+
+
+def expires_at(expires: Any, at: float | None, where: str) -> float:
+    """The epoch after which a job is dropped unrun: a datetime as given, a duration from when the job is due.
+
+    Counting a duration from the call instead would drop every scheduled copy whose delay is
+    longer than its expiry, unrun (Sidekiq Pro also counts from when the job is due).
+    """
+    if isinstance(expires, dt.datetime):
+        return moment(expires, where, "expires")
+    return within_horizon(max(at or 0.0, time.time()) + seconds(expires, where, "expires"), where, "expires",
+                          expires)

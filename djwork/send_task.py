@@ -11,7 +11,6 @@ alike. docs/celery.md, send_task.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,16 +51,9 @@ class NamedJob(Enqueueing):
             raise TypeError(f"send_task {self.name}: unknown option(s) {sorted(unknown)}")
         _check_payload_options(options, self.name)
         extra.update(options)
-        at: float | None = None
-        if eta is not None:
-            at = enqueue_options.moment(eta, self.name, "eta")
-        elif countdown is not None:
-            at = enqueue_options.after(enqueue_options.seconds(countdown, self.name, "countdown"), self.name,
-                                       "countdown", countdown)
+        at = enqueue_options.run_at(eta, countdown, self.name)
         if expires is not None:
-            extra["expires_at"] = (
-                enqueue_options.moment(expires, self.name, "expires") if isinstance(expires, dt.datetime)
-                else max(at or 0.0, time.time()) + enqueue_options.seconds(expires, self.name, "expires"))
+            extra["expires_at"] = enqueue_options.expires_at(expires, at, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
         payload = build(self.name, args, kwargs,

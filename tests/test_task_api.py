@@ -297,6 +297,9 @@ def test_send_task_refuses_bad_input(raw_redis):
         djwork.send_task("x.y", priority=3)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['exchange'\]"):
         djwork.send_task("x.y", exchange="e")
+    # The same run-at and expiry rules as delay(): a millisecond epoch given as seconds is refused.
+    with pytest.raises(OptionError, match="more than 100 years ahead"):
+        djwork.send_task("x.y", expires=time.time() * 1000)
     assert raw_redis.dbsize() == 0
 
 
