@@ -32,6 +32,7 @@ from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
 from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature, as_signature
 from djwork.enqueue import JobRef
 from djwork.payload import build, dumps
+from djwork.result_record import PAYLOAD_FIELD
 
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
 SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}}
@@ -181,7 +182,8 @@ def apply_signature(sig: Signature) -> JobRef:
         from djwork import client
 
         payload, at = payload_of(sig)
-        return JobRef(*client.push_reporting(payload, at=at))
+        return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
+                      ignored=not payload.get(PAYLOAD_FIELD))
     root = Plan(new_bid(), f"canvas: {sig.task} with links")
     _links(root, sig.options)
     plain = Signature(sig.task, sig.args, sig.kwargs, {k: v for k, v in sig.options.items() if k not in LINK_OPTIONS})
