@@ -8,6 +8,7 @@ every option and API of those pages.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import time
 
@@ -97,6 +98,26 @@ def test_names():
     assert guide.named_add.name == "sum-of-two-numbers"
     assert guide.tsum.name == "tests.celery_guide_jobs.tsum"  # module + function, as Celery's automatic name
     assert djwork.signature("sum-of-two-numbers", args=(2, 2), countdown=10).task == "sum-of-two-numbers"
+
+
+def logged(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return ["logged", func(*args, **kwargs)]
+
+    return wrapper
+
+
+@djwork.shared_task(name="tests.test_celery_guide.decorated_add")
+@logged
+def decorated_add(x, y):
+    return x + y
+
+
+def test_multiple_decorators_with_the_task_decorator_applied_last():
+    assert decorated_add.apply((2, 2)).get() == ["logged", 4]
+    with pytest.raises(TypeError):  # the arity check sees through functools.wraps
+        decorated_add.delay(8)
 
 
 def test_dump_context_reads_the_request_eagerly():
@@ -202,6 +223,7 @@ def test_signatures_keep_args_kwargs_options():
     assert demo.add.s(2).clone(args=(4,), kwargs={"debug": True}) == demo.add.s(4, 2, debug=True)
     assert demo.add.signature((2, 2), countdown=10).clone(countdown=1).options == {"countdown": 1}
     assert demo.add.signature((2, 2), immutable=True) == demo.add.si(2, 2)
+    assert demo.add.si(2, 2).clone((1,), {"debug": True}, countdown=5) == demo.add.si(2, 2).set(countdown=5)
     assert guide.reset_buffers.signature(immutable=True).immutable
     assert demo.add.s(2, 2).set(task_id="sig-id").options == {"jid": "sig-id"}
 

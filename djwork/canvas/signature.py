@@ -132,10 +132,12 @@ class Signature(dict):
 
     def clone(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
               **options: Any) -> Signature:
-        """A copy; ``args`` go before its own (a partial), unless it is immutable (then they are ignored)."""
+        """A copy; ``args`` go before its own and ``kwargs`` over its own (a partial), unless it is
+        immutable: then both are ignored (Celery's), and only options change."""
         extra = [] if self.immutable else list(args or ())
-        copy = Signature(self.task, [*extra, *self.args], {**self.kwargs, **(kwargs or {})},
-                         dict(self.options), self.immutable, self["subtask_type"])
+        merged = self.kwargs if self.immutable else {**self.kwargs, **(kwargs or {})}
+        copy = Signature(self.task, [*extra, *self.args], merged, dict(self.options), self.immutable,
+                         self["subtask_type"])
         return copy.set(**options)
 
     def freeze(self) -> Signature:
