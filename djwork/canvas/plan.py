@@ -244,4 +244,14 @@ def apply_chain(steps: list[Signature], options: dict[str, Any]) -> ChainRef:
     return ChainRef([plan.bid for plan in plans], jids)
 
 
-APPLY.update(signature=apply_signature, group=apply_group, chord=apply_chord, chain=apply_chain)
+def call_signature(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``sig()``: the job run as a function in this process (Celery's ``add.s(2, 2)()``)."""
+    job = _resolve(name)
+    if job is None:
+        raise CanvasError(f"{name}: calling a signature runs its job in this process, "
+                          "and no djwork job of that name is registered here")
+    return job(*args, **kwargs)
+
+
+APPLY.update(signature=apply_signature, group=apply_group, chord=apply_chord, chain=apply_chain,
+             call=call_signature)

@@ -153,15 +153,9 @@ class Signature(dict):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the task here and now, as a function call (Celery's ``sig()``): nothing is sent."""
-        from djwork.jobs import resolve
-
-        job = resolve(self.task)
-        if job is None:
-            raise CanvasError(f"{self.task}: calling a signature runs its job in this process, "
-                              "and no djwork job of that name is registered here")
         if self.immutable:
-            return job(*self.args, **self.kwargs)
-        return job(*args, *self.args, **{**self.kwargs, **kwargs})
+            return apply("call", self.task, self.args, self.kwargs)
+        return apply("call", self.task, [*args, *self.args], {**self.kwargs, **kwargs})
 
     def __invert__(self) -> Any:
         """``~sig``: send it and wait for its result (Celery's shell shortcut)."""
