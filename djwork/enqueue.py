@@ -19,6 +19,7 @@ from django.db import transaction
 from djwork import client, options
 from djwork.canvas.verbs import CanvasVerbs
 from djwork.payload import ArgumentError
+from djwork.result_record import PAYLOAD_FIELD
 from djwork.results import ResultMethods
 
 # Sidekiq: an interval this large is an absolute epoch, not a delay.
@@ -43,6 +44,9 @@ class JobRef(ResultMethods):
     jid: str | None
     duplicate_of: str | None = None
     queue: str | None = field(default=None, compare=False)  # a hint for revoke(), not the job's identity
+    # Results off for this job (ignore_result, RESULTS=False): get() returns None at once, as Celery's
+    # ignored AsyncResult does, instead of waiting for a record nothing will write.
+    ignored: bool = field(default=False, compare=False)
 
     @property
     def id(self) -> str | None:
@@ -112,7 +116,8 @@ class Enqueueing(CanvasVerbs):
         options.pop("link", None)
         options.pop("link_error", None)
         payload, at = self.build_payload(args, kwargs, **options)
-        return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"))
+        return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
+                      ignored=not payload.get(PAYLOAD_FIELD))
 
     def delay_many(self, calls: Iterable[Any], **options: Any) -> list[JobRef]:
         """Enqueue one job per item in one pipelined round trip.
@@ -126,7 +131,7 @@ class Enqueueing(CanvasVerbs):
             args, kwargs = _split_call(item)
             payload, at = self.build_payload(args, kwargs, **options)
             payloads.append(payload)
-        return [JobRef(*pushed, queue=payload.get("queue"))
+        return [JobRef(*pushed, queue=payload.get("queue"), ignored=not payload.get(PAYLOAD_FIELD))
                 for pushed, payload in zip(client.push_bulk_reporting(payloads, at=at), payloads, strict=True)]
 
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> JobRef:
@@ -136,7 +141,7 @@ class Enqueueing(CanvasVerbs):
         """
         payload, at = self.build_payload(args, kwargs)
         transaction.on_commit(lambda: client.push(payload, at=at))
-        return JobRef(payload["jid"], queue=payload.get("queue"))
+        return JobRef(payload["jid"], queue=payload.get("queue"), ignored=not payload.get(PAYLOAD_FIELD))
 
 
 class JobOptions(Enqueueing):

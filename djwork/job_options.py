@@ -66,7 +66,7 @@ def check_priority(value: Any, where: str) -> None:
     if value is not None:
         raise enqueue_options.OptionError(
             f"{where}: priority={value!r} is not supported: djwork's queues are first in, first out. Put urgent "
-            "jobs on a queue of their own (queue='high') and list it first (runworkers -q high,default)")
+            "jobs on a queue of their own (queue='high') and list it first (runworkers -q high -q default)")
 
 
 def check_retry_kwargs(value: Any, where: str) -> dict[str, Any]:

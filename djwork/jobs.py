@@ -149,8 +149,8 @@ class Job(Task, Enqueueing):
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)  # a local: job.signature() is the canvas verb (djwork/canvas)
         parameters = list(signature.parameters.values())
-        # Celery's own example binds a function without parameters: accepted, and it fails each run
-        # with a TypeError naming the job, as it does under Celery (autoretry_for=(Exception,) retries it).
+        # A bound function without parameters imports, as under Celery, and fails each run with a
+        # TypeError naming the job (an autoretry_for=(Exception,) retries it like any other error).
         self._takes_self = bool(parameters)
         if bind:
             parameters = parameters[1:]

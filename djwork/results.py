@@ -175,8 +175,11 @@ class ResultMethods:
 
     def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5) -> Any:
         """Wait until the job is ready, then its return value; a failure re-raises the job's exception
-        (``propagate=False`` returns it instead). ResultTimeout after ``timeout`` seconds."""
+        (``propagate=False`` returns it instead). ResultTimeout after ``timeout`` seconds.
+        None at once for a call sent with results off (``ignore_result``), as Celery's."""
         jid = self._jid()
+        if getattr(self, "ignored", False):
+            return None
         deadline = None if timeout is None else time.monotonic() + timeout
         result_key, notify_key = keys.result(jid), keys.result_notify(jid)
         interval = max(0.01, float(interval))

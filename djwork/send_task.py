@@ -3,9 +3,10 @@
 Celery's ``app.send_task``. It is only a push: the job need not be registered
 in this process (a worker elsewhere, even Ruby Sidekiq, runs it), so nothing
 checks the arguments against a function, and the job's own defaults (its
-``queue``, ``retry``, ``expires``) are not known here: the call's options and
-djwork's defaults (queue ``default``, ``retry`` true) apply, in every process
-alike. docs/celery.md, send_task.
+``queue``, ``retry``, ``expires``, ``ignore_result``) are not known here: the
+call's options and djwork's defaults (queue ``default``, ``retry`` true,
+results as the ``RESULTS`` setting says) apply, in every process alike.
+docs/celery.md, send_task.
 """
 
 from __future__ import annotations
@@ -14,11 +15,11 @@ import datetime as dt
 from collections.abc import Iterable
 from typing import Any
 
-from djwork import job_options
+from djwork import job_options, result_record
 from djwork import options as enqueue_options
 from djwork.conf import get_config
 from djwork.enqueue import PAYLOAD_OPTIONS, Enqueueing, JobRef
-from djwork.jobs import _check_payload_options, _check_retry
+from djwork.jobs import _check_ignore_result, _check_payload_options, _check_retry
 from djwork.payload import build, check_arguments
 
 
@@ -36,7 +37,7 @@ class NamedJob(Enqueueing):
     def build_payload(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None, *,
                       countdown: float | None = None, eta: dt.datetime | float | None = None,
                       expires: dt.datetime | float | None = None, queue: str | None = None,
-                      retry: bool | int | None = None, jid: str | None = None,
+                      retry: bool | int | None = None, jid: str | None = None, ignore_result: bool | None = None,
                       **options: Any) -> tuple[dict[str, Any], float | None]:
         if args is not None and (isinstance(args, (str, bytes, dict)) or not isinstance(args, Iterable)):
             raise TypeError(f"send_task {self.name}: args must be a list or tuple, got {args!r}")
@@ -56,6 +57,13 @@ class NamedJob(Enqueueing):
             extra["expires_at"] = enqueue_options.expires_at(expires, at, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
+        # The job's own ignore_result is not known here: the call's, else the RESULTS setting, so
+        # send_task(...).get() works as Celery's does (a Ruby worker ignores the field).
+        ignore = _check_ignore_result(ignore_result, self.name)
+        if ignore is None:
+            ignore = not get_config().results
+        if not ignore:
+            extra[result_record.PAYLOAD_FIELD] = True
         payload = build(self.name, args, kwargs,
                         queue=enqueue_options.check_queue(queue or "default", self.name),
                         retry=True if retry is None else _check_retry(retry, self.name), jid=jid, extra=extra)

@@ -179,7 +179,7 @@ class Task:
 
     def after_return(self, status: str, retval: Any, task_id: str, args: list[Any], kwargs: dict[str, Any],
                      einfo: ExceptionInfo | None) -> None:
-        """After any of the above: ``status`` is ``"SUCCESS"``, ``"RETRY"`` or ``"FAILURE"``."""
+        """After ``on_success`` or ``on_failure``, not after a retry (Celery's): ``"SUCCESS"`` or ``"FAILURE"``."""
 
     @property
     def job(self) -> Task:

@@ -1,11 +1,13 @@
 """A job run's hooks and signals, in Celery's order, each one guarded (docs/celery.md).
 
     success: task_prerun, before_start, (body), on_success, task_success, after_return("SUCCESS"), task_postrun
-    retry:   task_prerun, before_start, (body), on_retry, task_retry, after_return("RETRY"), task_postrun
+    retry:   task_prerun, before_start, (body), on_retry, task_retry, task_postrun
     failure: task_prerun, before_start, (body), on_failure, task_failure, after_return("FAILURE"), task_postrun
 
 "Retry" means the job goes to the retry set and will run again; "failure" that it
-will not (dead set, or dropped). A hook or receiver that raises is logged and
+will not (dead set, or dropped). ``after_return`` is not called for a retry, as in
+Celery (its trace skips it for RETRY): code that cleans up there expects one call
+per job, at its end. A hook or receiver that raises is logged and
 changes nothing: the job's outcome is its body's. The worker (and ``task.apply``)
 makes a ``RunEvents`` only when the job's class has hooks or a signal has a
 receiver, so a plain job pays one check.
@@ -89,7 +91,7 @@ class RunEvents:
 
     def _finish(self, state: str, retval: Any, einfo: ExceptionInfo | None) -> None:
         request = self.request
-        if self.hooked:
+        if self.hooked and state != RETRY:
             self._hook("after_return", state, retval, request.id, request.args, request.kwargs, einfo)
         if signals.task_postrun.receivers:
             self._signal(signals.task_postrun, self.job, task_id=request.id, task=self.job, args=request.args,

@@ -2,8 +2,8 @@
 that module is, with only its import changed: ``from djwork import shared_task``.
 
 The example's ``Widget`` model is Django's ``auth.Group`` here (a name and an id is all the tasks touch).
-``error_task`` keeps the example's shape on purpose: ``bind=True`` on a function without ``self``, which
-imports under Celery and fails every run with a TypeError that ``autoretry_for=(Exception,)`` retries.
+``error_task`` always raises ``Exception("Test error")``: two retries 10 minutes apart, then FAILURE;
+``error_backoff_test`` the same with waits of 5, 10 and 20 s (``retry_backoff=5``, no jitter).
 """
 
 from django.contrib.auth.models import Group as Widget
@@ -43,7 +43,7 @@ def rename_widget(widget_id, name):
     autoretry_for=(Exception,),
     retry_kwargs={"max_retries": 2, "countdown": 10 * 60},
 )
-def error_task():
+def error_task(self):
     raise Exception("Test error")
 
 

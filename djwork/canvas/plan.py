@@ -32,6 +32,7 @@ from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
 from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature, as_signature
 from djwork.enqueue import JobRef
 from djwork.payload import build, dumps
+from djwork.result_record import PAYLOAD_FIELD
 
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
 SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}}
@@ -181,7 +182,8 @@ def apply_signature(sig: Signature) -> JobRef:
         from djwork import client
 
         payload, at = payload_of(sig)
-        return JobRef(*client.push_reporting(payload, at=at))
+        return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
+                      ignored=not payload.get(PAYLOAD_FIELD))
     root = Plan(new_bid(), f"canvas: {sig.task} with links")
     _links(root, sig.options)
     plain = Signature(sig.task, sig.args, sig.kwargs, {k: v for k, v in sig.options.items() if k not in LINK_OPTIONS})
@@ -242,4 +244,14 @@ def apply_chain(steps: list[Signature], options: dict[str, Any]) -> ChainRef:
     return ChainRef([plan.bid for plan in plans], jids)
 
 
-APPLY.update(signature=apply_signature, group=apply_group, chord=apply_chord, chain=apply_chain)
+def call_signature(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """``sig()``: the job run as a function in this process (Celery's ``add.s(2, 2)()``)."""
+    job = _resolve(name)
+    if job is None:
+        raise CanvasError(f"{name}: calling a signature runs its job in this process, "
+                          "and no djwork job of that name is registered here")
+    return job(*args, **kwargs)
+
+
+APPLY.update(signature=apply_signature, group=apply_group, chord=apply_chord, chain=apply_chain,
+             call=call_signature)

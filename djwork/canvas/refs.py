@@ -85,12 +85,36 @@ class GroupRef:
         exists, success, death = _claims([self.bid])[0]
         return success or death or not exists
 
+    def successful(self) -> bool:
+        """Every member succeeded."""
+        return _claims([self.bid])[0][1]
+
+    def failed(self) -> bool:
+        """A member died (out of retries, or revoked)."""
+        return _claims([self.bid])[0][2]
+
+    def waiting(self) -> bool:
+        return not self.ready()
+
+    def completed_count(self) -> int:
+        """How many members succeeded (Celery's: completed means successful)."""
+        status = self.status()
+        return status.succeeded if status is not None else 0
+
+    def revoke(self) -> list[bool]:
+        """``djwork.revoke`` each member: True where it was found waiting and removed (docs/celery.md, Revoke)."""
+        from djwork.revoke import revoke
+
+        return [revoke(jid) for jid in self.jids]
+
     def get(self, timeout: float | None = None, propagate: bool = True) -> list[Any]:
         """The results in order, once every member succeeded; a member's death raises CanvasError."""
         died = _wait([self.bid], self.bid, [self.bid] if propagate else [], timeout, f"group {self.bid}")
         if died is not None:
             raise CanvasError(f"group {self.bid}: job(s) {_died(died)} died")
         return results_of(self.bid)
+
+    join = get
 
 
 class ChordRef:
@@ -125,6 +149,13 @@ class ChainRef:
 
     def __repr__(self) -> str:
         return f"<ChainRef {len(self.bids)} steps, last {self.id}>"
+
+    @property
+    def parent(self) -> ChainRef | None:
+        """The chain up to the step before the last (its ``.get()`` is that step's result); None for the first."""
+        if len(self.bids) < 2:
+            return None
+        return ChainRef(self.bids[:-1], self.jids[:-1])
 
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
         """The last step's return value; a step's death raises CanvasError (the steps after it never run)."""

@@ -94,6 +94,8 @@ class Signature(dict):
 
     def set(self, **options: Any) -> Signature:
         """Set enqueue options (``queue``, ``countdown``, ...) or links; returns the signature (Celery's)."""
+        if "task_id" in options:  # Celery's name for the job's id
+            options["jid"] = options.pop("task_id")
         unknown = set(options) - set(ENQUEUE_OPTIONS) - set(LINK_OPTIONS)
         if unknown:
             raise CanvasError(f"{self.task}: unknown signature option(s) {sorted(unknown)}")
@@ -108,14 +110,21 @@ class Signature(dict):
         return self
 
     def link(self, callback: Any) -> Any:
-        """Run ``callback`` with this task's return value once it succeeds."""
-        self.set(link=callback)
+        """Run ``callback`` with this task's return value once it succeeds (one per signature)."""
+        self._one("link", callback)
         return callback
 
     def link_error(self, errback: Any) -> Any:
-        """Run ``errback`` (with the batch status of the failure) once this task dies."""
-        self.set(link_error=errback)
+        """Run ``errback`` (with the batch status of the failure) once this task dies (one per signature)."""
+        self._one("link_error", errback)
         return errback
+
+    def _one(self, key: str, value: Any) -> None:
+        # Celery appends a second link; replacing the first without a word would drop a callback.
+        if self.options.get(key) is not None and self.options[key] != value:
+            raise CanvasError(f"{self.task}: one {key} per signature is supported; it already has "
+                              f"{self.options[key]!r} (chain the callbacks instead)")
+        self.set(**{key: value})
 
     def on_error(self, errback: Any) -> Signature:
         self.set(link_error=errback)
@@ -123,10 +132,12 @@ class Signature(dict):
 
     def clone(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
               **options: Any) -> Signature:
-        """A copy; ``args`` go before its own (a partial), unless it is immutable (then they are ignored)."""
+        """A copy; ``args`` go before its own and ``kwargs`` over its own (a partial), unless it is
+        immutable: then both are ignored (Celery's), and only options change."""
         extra = [] if self.immutable else list(args or ())
-        copy = Signature(self.task, [*extra, *self.args], {**self.kwargs, **(kwargs or {})},
-                         dict(self.options), self.immutable, self["subtask_type"])
+        merged = self.kwargs if self.immutable else {**self.kwargs, **(kwargs or {})}
+        copy = Signature(self.task, [*extra, *self.args], merged, dict(self.options), self.immutable,
+                         self["subtask_type"])
         return copy.set(**options)
 
     def freeze(self) -> Signature:
@@ -140,12 +151,22 @@ class Signature(dict):
     def delay(self, *args: Any, **kwargs: Any) -> Any:
         return self.apply_async(args, kwargs)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the task here and now, as a function call (Celery's ``sig()``): nothing is sent."""
+        if self.immutable:
+            return apply("call", self.task, self.args, self.kwargs)
+        return apply("call", self.task, [*args, *self.args], {**self.kwargs, **kwargs})
+
+    def __invert__(self) -> Any:
+        """``~sig``: send it and wait for its result (Celery's shell shortcut)."""
+        return self.apply_async().get()
+
     def __or__(self, other: Any) -> Any:
         return chain(self, other)
 
 
 def signature(value: Any, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
-              **options: Any) -> Signature:
+              immutable: bool = False, **options: Any) -> Signature:
     """``signature(d)``: back from its JSON dict; ``signature("tasks.add", args=(1, 2))``: by name."""
     if isinstance(value, dict) and "task" in value:
         if value.get("subtask_type") in ("chain", "group", "chord"):
@@ -153,7 +174,7 @@ def signature(value: Any, args: Iterable[Any] | None = None, kwargs: dict[str, A
                               "only single task signatures travel as JSON")
         return Signature(value["task"], value.get("args"), value.get("kwargs"), value.get("options"),
                          bool(value.get("immutable")))
-    return Signature(value, args, kwargs, options)
+    return Signature(value, args, kwargs, options, immutable)
 
 
 def _steps(items: tuple[Any, ...]) -> list[Any]:
@@ -203,6 +224,10 @@ class chain:
     def delay(self, *args: Any, **kwargs: Any) -> Any:
         return self.apply_async(args, kwargs)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Send it (Celery's ``chain(...)()``); arguments go before the first step's own (a partial chain)."""
+        return self.apply_async(args, kwargs)
+
 
 class group:
     """``group(add.s(1, 1), add.s(2, 2))``: a batch; ``.get()`` returns the results in order."""
@@ -224,6 +249,26 @@ class group:
 
     def delay(self, *args: Any, **kwargs: Any) -> Any:
         return self.apply_async(args, kwargs)
+
+    def __call__(self, *args: Any, **options: Any) -> Any:
+        """Send it (Celery's ``group(...)()``); arguments go before each member's own."""
+        return self.apply_async(args, **options)
+
+    def skew(self, start: float = 1.0, stop: float | None = None, step: float = 1.0) -> group:
+        """Member *i* gets ``countdown=start + i * step``, held at ``stop`` once it is reached (Celery's)."""
+        countdown = float(start)
+        for task in self.tasks:
+            task.set(countdown=countdown)
+            if stop is None or countdown + step <= stop:
+                countdown += step
+        return self
+
+    def link(self, callback: Any) -> Any:
+        raise CanvasError("a callback after a whole group is a chord: chord(group)(callback), or group | callback")
+
+    def link_error(self, errback: Any) -> Any:
+        raise CanvasError("a group takes no errback of its own: set link_error on each member's signature, "
+                          "or use a chord and its on_error()")
 
 
 class chord:

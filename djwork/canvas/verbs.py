@@ -23,8 +23,8 @@ class CanvasVerbs:
         return Signature(self.name, args, kwargs, self.signature_options(), immutable=True)
 
     def signature(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
-                  **options: Any) -> Signature:
-        return Signature(self.name, args, kwargs, {**self.signature_options(), **options})
+                  immutable: bool = False, **options: Any) -> Signature:
+        return Signature(self.name, args, kwargs, {**self.signature_options(), **options}, immutable)
 
     def map(self, items: Iterable[Any]) -> Signature:
         return Signature(XMAP, [self.name, list(items)], options=self.signature_options())
