@@ -12,6 +12,10 @@ Django with nothing but the djwork app, and prints one table row per method:
 jobs/s is the best of ``--repeat`` runs, "vs raw" compares with the raw
 LPUSH loop (one payload of the same JSON size per call, no job building).
 Every run checks that exactly ``--count`` jobs landed in the queue.
+
+Enqueue only: no worker runs here. The drain rate of delay()'d jobs with
+results stored against ignored is ``./dev bench cpu_per_job --results both``
+(docs/celery.md, Results: Cost).
 """
 
 from __future__ import annotations

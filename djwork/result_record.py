@@ -62,6 +62,8 @@ def error_json(class_name: str, message: str, args: Any = None) -> str:
 
 def success_spec(value: Any, config: Config) -> str:
     """SUCCESS with the JSON return value; a value JSON can't carry, or too large, as a clear failure record."""
+    if value is None:  # most jobs return nothing: no JSON encoding per job, and the same string each time
+        return _NONE_SPECS.get(config.result_ttl) or _none_spec(config.result_ttl)
     try:
         text = orjson.dumps(value).decode()
     except TypeError as error:  # orjson.JSONEncodeError is a TypeError
@@ -71,6 +73,16 @@ def success_spec(value: Any, config: Config) -> str:
         return spec(FAILURE, error_json(NOT_STORED_CLASS, f"the return value is {len(text)} bytes of JSON, over "
                                         f"RESULT_MAX_BYTES ({config.result_max_bytes})"), config.result_ttl)
     return f"{config.result_ttl}\nSUCCESS\n\n{text}\n"  # spec(), inlined: this runs once per job
+
+
+_NONE_SPECS: dict[int, str] = {}  # RESULT_TTL -> its spec of a None result (a setting: a handful at most)
+
+
+def _none_spec(ttl: int) -> str:
+    spec_text = _NONE_SPECS.get(ttl)
+    if spec_text is None:
+        spec_text = _NONE_SPECS[ttl] = f"{int(ttl)}\nSUCCESS\n\nnull\n"
+    return spec_text
 
 
 def revoked_spec(reason: str, config: Config) -> str:

@@ -70,3 +70,44 @@ def test_an_unstorable_value_becomes_a_clear_failure_spec(settings):
     assert "djwork.ResultNotStored" in result_record.success_spec(object(), get_config())
     too_big = result_record.success_spec("x" * 20, get_config())
     assert too_big.split("\n")[1] == "FAILURE" and "RESULT_MAX_BYTES (10)" in too_big
+
+
+def test_one_call_writes_each_spec_as_its_own_record_and_ttl(raw_redis):
+    # result_lib parses a spec once and reuses it for the acks after it that share it: a record
+    # must never take a field or a TTL from the spec before it.
+    config = get_config()
+    none = result_record.success_spec(None, config)
+    assert none == "86400\nSUCCESS\n\nnull\n" and result_record.success_spec(None, config) is none
+    failure = result_record.spec(result_record.FAILURE, result_record.error_json("ValueError", "bad"), 100,
+                                 "Traceback (most recent call last):\n  line 1\nValueError: bad")
+    specs = [none, result_record.success_spec({"n": 1}, config), none, none, failure, none]
+    args = [arg for number, spec in enumerate(specs) for arg in (f"j{number}", keys.result(f"j{number}"), spec)]
+    assert scripts.evaluate(raw_redis, "store_results", [keys.REVOKED, keys.RESULT_WAITERS], args) == len(specs)
+    records = [result_record.decode(raw_redis.hgetall(keys.result(f"j{number}"))) for number in range(len(specs))]
+    assert [record["result"] for record in records] == ["null", '{"n":1}', "null", "null",
+                                                        '{"exc_type":"ValueError","exc_message":"bad"}', "null"]
+    assert [record["state"] for record in records] == ["SUCCESS"] * 4 + ["FAILURE", "SUCCESS"]
+    assert records[4]["traceback"].endswith("ValueError: bad")
+    assert ["traceback" in record for record in records] == [False] * 4 + [True, False]
+    assert len({record["date_done"] for record in records}) == 1  # one TIME per call
+    ttls = [raw_redis.ttl(keys.result(f"j{number}")) for number in range(len(specs))]
+    assert 0 < ttls[4] <= 100 and all(86_000 < ttl <= 86_400 for i, ttl in enumerate(ttls) if i != 4)
+    assert djwork.AsyncResult("j1").get(timeout=1) == {"n": 1} and djwork.AsyncResult("j5").get(timeout=1) is None
+    assert djwork.AsyncResult("j4").state == "FAILURE" and djwork.AsyncResult("j4").traceback.endswith("bad")
+
+
+def test_a_fetch_whose_acks_store_no_result_reads_no_result_guard(raw_redis):
+    # The revoked/waiters EXISTS pair is read at a call's first result write, never for ignore_result acks.
+    queue = keys.queue("guard")
+    script_keys = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED, keys.RESULT_WAITERS,
+                   queue, f"{queue}:in-progress", f"{queue}:isolated"]
+
+    def exists_calls_of_an_ack(result_key: str, spec: str) -> int:
+        raw_redis.config_resetstat()
+        scripts.evaluate(raw_redis, "fetch", script_keys,
+                         [0, "reliable", 1, 0, "guard", 1, '{"jid":"g1"}', "g1", "", result_key, spec])
+        return raw_redis.info("commandstats").get("cmdstat_exists", {}).get("calls", 0)
+
+    assert exists_calls_of_an_ack("", "") == 0
+    assert exists_calls_of_an_ack("t:g1", result_record.success_spec(None, get_config())) == 2
+    assert raw_redis.hget("t:g1", "state") == b"SUCCESS"
