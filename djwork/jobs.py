@@ -31,7 +31,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from djwork import job_options, result_record, unique
+from djwork import job_options, result_record, revoke_events, unique
 from djwork import options as enqueue_options
 from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
@@ -189,7 +189,7 @@ class Job(Task, Enqueueing):
         if self.is_async:
             return self._run_async(request)
         var = self.request_var()
-        token = var.set((*var.get(), request))
+        token = var.set(request)
         try:
             if self.bind:
                 return self.func(*self._self_argument(), *request.args, **request.kwargs)
@@ -201,7 +201,7 @@ class Job(Task, Enqueueing):
         # Set around the await, not the call: the body of a coroutine runs only when awaited. Set in
         # the asyncio task's own context, so it holds across every await of this job alone.
         var = self.request_var()
-        token = var.set((*var.get(), request))
+        token = var.set(request)
         try:
             if self.bind:
                 return await self.func(*self._self_argument(), *request.args, **request.kwargs)
@@ -349,3 +349,7 @@ def resolve(name: str) -> Job | None:
     except ImportError:
         return None
     return obj if isinstance(obj, Job) else None
+
+
+# task_revoked's sender, for the jobs djwork.revoke() removes (djwork/revoke_events.py).
+revoke_events.resolve_job = resolve

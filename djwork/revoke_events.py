@@ -12,7 +12,7 @@ job dropped because it expired sends it from the executor (``expired=True``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from djwork import signals
@@ -36,11 +36,14 @@ def request_of(payload: dict[str, Any], hostname: str | None = None) -> Request:
                    task=payload.get("class") if isinstance(payload.get("class"), str) else None)
 
 
+# djwork.jobs.resolve, set by djwork.jobs as it loads: djwork.revoke (which sends from here) sits below
+# djwork.jobs in the imports (task_class and results use it), so this module must not import jobs.
+resolve_job: Callable[[str], Any] | None = None
+
+
 def sender_of(class_name: Any) -> Any:
     """The job (its name when it is not registered or importable here), as for the other run signals."""
-    from djwork.jobs import resolve
-
-    found = resolve(class_name) if isinstance(class_name, str) else None
+    found = resolve_job(class_name) if resolve_job is not None and isinstance(class_name, str) else None
     return found if found is not None else class_name
 
 

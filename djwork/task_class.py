@@ -66,7 +66,7 @@ class Request:
 
     def is_revoked(self) -> bool:
         """Whether this job was revoked while it runs (``djwork.revoke``): return early if so."""
-        from djwork.revoke import revoked
+        from djwork.revoke_flag import revoked
 
         return bool(self.id) and revoked(self.id)
 
@@ -190,39 +190,50 @@ class Task:
     # --- the request of the run in progress in this thread or asyncio task ----------------------
     @property
     def request(self) -> Request:
-        stack = self.request_var().get()
-        if stack:
-            return stack[-1]
+        current = self.request_var().get()
+        if current is not None:
+            return current
         # Outside any run (Celery's default context): called directly, no id.
         return Request(task=getattr(self, "name", None), called_directly=True)
 
-    def request_var(self) -> contextvars.ContextVar[tuple[Request, ...]]:
-        """This job's request stack: a tuple per context, never mutated, so a context's copy can't leak.
+    def request_var(self) -> contextvars.ContextVar[Request | None]:
+        """This job's current request, per context: a run sets it and resets its token after (a stack).
 
         A ContextVar, not a thread-local: the coroutine jobs on the worker's event loop share its
         thread, and with a per-thread stack one job's await let another's push and pop land in
-        between, so a job read (and popped) its neighbour's request.
+        between, so a job read (and popped) its neighbour's request. Each asyncio task runs in a
+        context of its own; each thread too.
         """
         try:  # the per-job path: one dict read
             return self.__dict__["_request_var"]
         except KeyError:
-            var: contextvars.ContextVar[tuple[Request, ...]] = contextvars.ContextVar(
-                f"djwork.request:{getattr(self, 'name', type(self).__name__)}", default=())
+            var: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
+                f"djwork.request:{getattr(self, 'name', type(self).__name__)}", default=None)
             return self.__dict__.setdefault("_request_var", var)
+
+    def _pushed_tokens(self) -> contextvars.ContextVar[tuple[contextvars.Token[Request | None], ...]]:
+        try:
+            return self.__dict__["_pushed_token_var"]
+        except KeyError:
+            var: contextvars.ContextVar[tuple[contextvars.Token[Request | None], ...]] = contextvars.ContextVar(
+                f"djwork.pushed:{getattr(self, 'name', type(self).__name__)}", default=())
+            return self.__dict__.setdefault("_pushed_token_var", var)
 
     def push_request(self, request: Request | None = None, **fields: Any) -> Request:
         """Make ``request`` (or a new one from ``fields``) ``self.request`` here until ``pop_request``."""
         if request is None:
             request = Request(task=getattr(self, "name", None), **fields)
-        var = self.request_var()
-        var.set((*var.get(), request))
+        tokens = self._pushed_tokens()
+        # A tuple, never mutated: a context copied from this one can't see later pushes here.
+        tokens.set((*tokens.get(), self.request_var().set(request)))
         return request
 
     def pop_request(self) -> None:
-        var = self.request_var()
-        stack = var.get()
-        if stack:
-            var.set(stack[:-1])
+        tokens = self._pushed_tokens()
+        pushed = tokens.get()
+        if pushed:
+            tokens.set(pushed[:-1])
+            self.request_var().reset(pushed[-1])
 
     # --- retrying from the body --------------------------------------------------------------
     def retry(self, exc: BaseException | None = None, countdown: float | None = None,
