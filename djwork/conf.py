@@ -64,6 +64,7 @@ class Config:
     result_ttl: int
     results: bool
     result_max_bytes: int
+    track_started: bool
     client_middleware: tuple[Any, ...]
     server_middleware: tuple[Any, ...]
     aliases: dict[str, str]

@@ -16,13 +16,13 @@ from djwork.payload import check_arguments
 
 # Celery options djwork accepts because it behaves so already, whatever the value (docs/celery.md):
 # a job is acknowledged only after it ends (reliable fetch), a failed one is filed in retry/dead,
-# a job whose worker died is handed back by orphan recovery, a running job shows in Busy.
-GUARANTEED = ("acks_late", "acks_on_failure_or_timeout", "reject_on_worker_lost", "track_started")
+# a job whose worker died is handed back by orphan recovery.
+GUARANTEED = ("acks_late", "acks_on_failure_or_timeout", "reject_on_worker_lost")
 
 # Options whose default a djwork.Task subclass may set as a class attribute.
 CLASS_DEFAULTS = ("name", "queue", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for",
                   "retry_kwargs", "retry_backoff", "retry_backoff_max", "retry_jitter", "rate_limit", "expires",
-                  "serializer", "typing", "priority", *GUARANTEED)
+                  "serializer", "typing", "priority", "track_started", *GUARANTEED)
 
 # Options only the decorator gives.
 DECORATOR_ONLY = ("retry", "bind", "ignore_result", "soft_time_limit", "time_limit", "backtrace", "dead", "tags",
@@ -47,6 +47,9 @@ def collect(cls: type, where: str, given: dict[str, Any]) -> dict[str, Any]:
     for option in ("retry_jitter", "typing", *GUARANTEED):
         if not isinstance(merged[option], bool):
             raise TypeError(f"{where}: {option} must be True or False, got {merged[option]!r}")
+    if merged["track_started"] is not None and not isinstance(merged["track_started"], bool):
+        raise TypeError(f"{where}: track_started must be True, False or None (the TRACK_STARTED setting decides), "
+                        f"got {merged['track_started']!r}")
     backoff = merged["retry_backoff"]
     if not isinstance(backoff, (bool, int, float)) or backoff < 0:
         raise TypeError(f"{where}: retry_backoff must be True, False or a factor in seconds, got {backoff!r}")

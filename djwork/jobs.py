@@ -31,7 +31,7 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from djwork import job_options, result_record, unique
+from djwork import job_options, result_record, revoke_events, unique
 from djwork import options as enqueue_options
 from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
@@ -133,6 +133,8 @@ class Job(Task, Enqueueing):
         self.typing = option["typing"]
         for accepted in job_options.GUARANTEED:  # kept for code that reads them; djwork behaves so always
             setattr(self, accepted, option[accepted])
+        # Read by the worker as the job starts (djwork/worker/job_start.py); None: TRACK_STARTED decides.
+        self.track_started = option["track_started"]
         # Checked once here: the worker calls the hooks (and takes their cost) only for a class that has any.
         self.hooked = any(getattr(type(self), hook) is not getattr(Task, hook) for hook in HOOKS)
         backtrace, dead, tags = option.get("backtrace"), option.get("dead"), option.get("tags")
@@ -186,25 +188,26 @@ class Job(Task, Enqueueing):
         """What a worker calls: the function with this execution's arguments, ``request`` as ``self.request``."""
         if self.is_async:
             return self._run_async(request)
-        stack = self._request_stack()
-        stack.append(request)
+        var = self.request_var()
+        token = var.set(request)
         try:
             if self.bind:
                 return self.func(*self._self_argument(), *request.args, **request.kwargs)
             return self.func(*request.args, **request.kwargs)
         finally:
-            stack.pop()
+            var.reset(token)
 
     async def _run_async(self, request: Request) -> Any:
-        # Pushed around the await, not the call: the body of a coroutine runs only when awaited.
-        stack = self._request_stack()
-        stack.append(request)
+        # Set around the await, not the call: the body of a coroutine runs only when awaited. Set in
+        # the asyncio task's own context, so it holds across every await of this job alone.
+        var = self.request_var()
+        token = var.set(request)
         try:
             if self.bind:
                 return await self.func(*self._self_argument(), *request.args, **request.kwargs)
             return await self.func(*request.args, **request.kwargs)
         finally:
-            stack.pop()
+            var.reset(token)
 
     def _self_argument(self) -> tuple[Any, ...]:
         if not self._takes_self:
@@ -346,3 +349,7 @@ def resolve(name: str) -> Job | None:
     except ImportError:
         return None
     return obj if isinstance(obj, Job) else None
+
+
+# task_revoked's sender, for the jobs djwork.revoke() removes (djwork/revoke_events.py).
+revoke_events.resolve_job = resolve

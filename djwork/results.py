@@ -152,7 +152,8 @@ class ResultMethods:
 
     @property
     def result(self) -> Any:
-        """The return value (SUCCESS), the exception (FAILURE, RETRY, REVOKED), else None."""
+        """The return value (SUCCESS), the exception (FAILURE, RETRY, REVOKED), the worker's pid and
+        hostname (STARTED, with track_started), else None."""
         return _value(self._record(), propagate=False)
 
     @property
@@ -234,6 +235,11 @@ def _value(record: dict[str, str], propagate: bool) -> Any:
         if propagate and state != RETRY:
             raise error
         return error
+    if state == STARTED and "result" in record:  # track_started: Celery's meta, {"pid": ..., "hostname": ...}
+        try:
+            return orjson.loads(record["result"])
+        except orjson.JSONDecodeError:
+            return None
     return None
 
 

@@ -8,6 +8,7 @@ REVOKED. A job fetched despite the flag (the revoke landed while it was on its
 way to a worker) is dropped by the fetch, not run; a running job is not
 stopped: it can look at ``self.request.is_revoked()`` (or ``djwork.revoked(jid)``)
 and return early. ``terminate=True`` is refused: see ``TerminateNotSupported``.
+Each job removed sends ``task_revoked`` here, in the caller (djwork/revoke_events.py).
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from djwork import keys, result_record, scripts
+from djwork import keys, result_record, revoke_events, scripts
 from djwork import redis as redis_layer
 from djwork.conf import get_config
 from djwork.options import check_jid
+from djwork.revoke_flag import revoked
 
 # Entries looked at per sorted set or queue list: a revoke blocks Redis while it searches
 # (about 0.1-0.3 s for 100,000 entries); a job beyond the bound is still stopped at fetch.
 SCAN_BOUND = 100_000
+
+__all__ = ["SCAN_BOUND", "TerminateNotSupported", "revoke", "revoked", "revoked_jobs"]
 
 
 class TerminateNotSupported(NotImplementedError):
@@ -59,13 +63,9 @@ def revoke(jid: str, terminate: bool = False, signal: Any = None, queue: str | N
 
     # Replay-safe: a second run finds the job gone and the flag set, and REVOKED is kept.
     removed = redis_layer.run(run, idempotent=True)
+    # Key, payload pairs. Sent after the step: a receiver sees the job gone and its record REVOKED.
+    revoke_events.removed(removed[1::2])
     return bool(removed)
-
-
-def revoked(jid: str) -> bool:
-    """Whether ``jid`` is revoked now (a running job asks this to stop early)."""
-    until = redis_layer.run(lambda conn: conn.zscore(keys.REVOKED, jid), idempotent=True)
-    return until is not None and until > time.time()
 
 
 def revoked_jobs(limit: int = 100) -> list[tuple[str, float]]:

@@ -258,6 +258,12 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Store each djwork job's outcome (return value or error) for `AsyncResult`, as Celery with a result"
                 " backend does; a job's or a call's `ignore_result=` overrides it. Decided at enqueue. `True` or"
                 " `False`. docs/celery.md."),
+    SettingSpec("TRACK_STARTED", False, flag, "djwork.E017",
+                "True records STARTED in a job's result record when a worker starts it.", "Jobs",
+                "Record `STARTED` in a job's result record as a worker starts it, so `AsyncResult.state` reads"
+                " `STARTED` while it runs (Celery's `task_track_started`); a job's own `track_started=` wins. It"
+                " costs one Redis round trip per started job that asks for it; never written for a job that stores"
+                " no result (`ignore_result`). `True` or `False`. docs/celery.md."),
     SettingSpec("RESULT_MAX_BYTES", 512 * 1024, count, "djwork.E011",
                 "largest JSON return value stored, in bytes, e.g. 524288", "Jobs",
                 "Largest return value stored, as JSON bytes; a larger one (or one JSON can't carry) is stored as a"

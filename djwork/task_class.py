@@ -2,9 +2,10 @@
 
 Every ``@djwork.job`` is an instance of a ``Task`` subclass (``djwork.Job``, or
 a class built from ``base=MyTask`` and ``Job``), so a bound job's ``self`` is
-the job itself, as in Celery: ``self.request`` is this run's ``Request`` (kept
-per thread, a stack, because one worker process runs a job on many threads at
-once), ``self.retry()`` raises ``Retry``. A subclass's class attributes are the
+the job itself, as in Celery: ``self.request`` is this run's ``Request`` (a
+stack kept in a ``ContextVar``: one worker process runs a job on many threads at
+once, and many coroutine jobs at once on its event loop's one thread, each
+asyncio task in a context of its own), ``self.retry()`` raises ``Retry``. A subclass's class attributes are the
 defaults of the decorator's options (``max_retries = 5``), and its hooks run
 in the worker around each run (djwork/worker/task_events.py). docs/celery.md.
 
@@ -14,8 +15,8 @@ runs too: that one is never exported from ``djwork``.
 
 from __future__ import annotations
 
+import contextvars
 import datetime as dt
-import threading
 import time
 import traceback as traceback_module
 from dataclasses import dataclass, field
@@ -65,7 +66,7 @@ class Request:
 
     def is_revoked(self) -> bool:
         """Whether this job was revoked while it runs (``djwork.revoke``): return early if so."""
-        from djwork.revoke import revoked
+        from djwork.revoke_flag import revoked
 
         return bool(self.id) and revoked(self.id)
 
@@ -160,7 +161,7 @@ class Task:
     acks_late: bool = True
     acks_on_failure_or_timeout: bool = True
     reject_on_worker_lost: bool = True
-    track_started: bool = False
+    track_started: bool | None = None  # None: the TRACK_STARTED setting decides (Celery's task_track_started)
 
     # --- hooks: called in the worker (and by apply()), each guarded: one that raises is logged ---
     def before_start(self, task_id: str, args: list[Any], kwargs: dict[str, Any]) -> None:
@@ -186,35 +187,53 @@ class Task:
         """The job itself: ``self.job`` from when a bound job's ``self`` was a wrapper around it."""
         return self
 
-    # --- the request of the run in progress on this thread ---------------------------------
+    # --- the request of the run in progress in this thread or asyncio task ----------------------
     @property
     def request(self) -> Request:
-        stack = self._request_stack()
-        if stack:
-            return stack[-1]
+        current = self.request_var().get()
+        if current is not None:
+            return current
         # Outside any run (Celery's default context): called directly, no id.
         return Request(task=getattr(self, "name", None), called_directly=True)
 
-    def _request_stack(self) -> list[Request]:
-        try:  # the per-job path: two attribute reads
-            return self.__dict__["_requests"].stack
-        except (KeyError, AttributeError):
-            local = self.__dict__.setdefault("_requests", threading.local())
-            if not hasattr(local, "stack"):
-                local.stack = []
-            return local.stack
+    def request_var(self) -> contextvars.ContextVar[Request | None]:
+        """This job's current request, per context: a run sets it and resets its token after (a stack).
+
+        A ContextVar, not a thread-local: the coroutine jobs on the worker's event loop share its
+        thread, and with a per-thread stack one job's await let another's push and pop land in
+        between, so a job read (and popped) its neighbour's request. Each asyncio task runs in a
+        context of its own; each thread too.
+        """
+        try:  # the per-job path: one dict read
+            return self.__dict__["_request_var"]
+        except KeyError:
+            var: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
+                f"djwork.request:{getattr(self, 'name', type(self).__name__)}", default=None)
+            return self.__dict__.setdefault("_request_var", var)
+
+    def _pushed_tokens(self) -> contextvars.ContextVar[tuple[contextvars.Token[Request | None], ...]]:
+        try:
+            return self.__dict__["_pushed_token_var"]
+        except KeyError:
+            var: contextvars.ContextVar[tuple[contextvars.Token[Request | None], ...]] = contextvars.ContextVar(
+                f"djwork.pushed:{getattr(self, 'name', type(self).__name__)}", default=())
+            return self.__dict__.setdefault("_pushed_token_var", var)
 
     def push_request(self, request: Request | None = None, **fields: Any) -> Request:
-        """Make ``request`` (or a new one from ``fields``) this thread's ``self.request`` until ``pop_request``."""
+        """Make ``request`` (or a new one from ``fields``) ``self.request`` here until ``pop_request``."""
         if request is None:
             request = Request(task=getattr(self, "name", None), **fields)
-        self._request_stack().append(request)
+        tokens = self._pushed_tokens()
+        # A tuple, never mutated: a context copied from this one can't see later pushes here.
+        tokens.set((*tokens.get(), self.request_var().set(request)))
         return request
 
     def pop_request(self) -> None:
-        stack = self._request_stack()
-        if stack:
-            stack.pop()
+        tokens = self._pushed_tokens()
+        pushed = tokens.get()
+        if pushed:
+            tokens.set(pushed[:-1])
+            self.request_var().reset(pushed[-1])
 
     # --- retrying from the body --------------------------------------------------------------
     def retry(self, exc: BaseException | None = None, countdown: float | None = None,

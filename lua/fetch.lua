@@ -37,7 +37,7 @@
 -- a b-<bid> line among them is the job's batch, which counts it as succeeded, docs/batches.md),
 -- its result HASH key and its result spec ('', '' for none; result_lib)
 -- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...},
--- {revoked jids dropped...}}; an index is negative for a job taken from the isolated list.
+-- {revoked payloads dropped...}}; an index is negative for a job taken from the isolated list.
 --@include result_lib
 local limit = tonumber(ARGV[1])
 local reliable = ARGV[2] == 'reliable'
@@ -156,7 +156,7 @@ if #fetched > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
       end
       redis.pcall('HDEL', KEYS[2], jid)
       ties_end(result_job_ties(job), jid, 'dead')  -- it will not run: locks released, its batch told
-      revoked[#revoked + 1] = jid
+      revoked[#revoked + 1] = payload  -- the worker's task_revoked needs the job (djwork/revoke_events.py)
     else
       kept[#kept + 1] = index
       kept[#kept + 1] = payload

@@ -12,7 +12,8 @@
 -- KEYS[1] = djwork:revoked ZSET, KEYS[2] = result HASH, KEYS[3] = schedule ZSET, KEYS[4] = retry ZSET,
 -- KEYS[5] = djwork:orphan-counts HASH, KEYS[6] = djwork:result-waiters HASH, KEYS[7..] = queue LISTs
 -- ARGV[1] = jid, ARGV[2] = ttl seconds, ARGV[3] = result spec (REVOKED), ARGV[4] = scan bound per key
--- Returns the keys it was removed from (empty: not found waiting).
+-- Returns key, payload pairs: where it was removed from and the payload removed (empty: not found waiting),
+-- for the caller's task_revoked signal (djwork/revoke_events.py).
 --@include result_lib
 local jid, ttl, bound = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local now = result_now()
@@ -28,8 +29,9 @@ local function matches(payload)
   if found == jid then return job end
   return nil
 end
-local function ended(key, job)
+local function ended(key, job, payload)
   removed[#removed + 1] = key
+  removed[#removed + 1] = payload
   ties_end(result_job_ties(job), jid, 'dead')
 end
 
@@ -41,7 +43,7 @@ for k = 3, 4 do
     seen = seen + 1000
     for i = 1, #reply[2], 2 do
       local job = matches(reply[2][i])
-      if job and redis.call('ZREM', KEYS[k], reply[2][i]) == 1 then ended(KEYS[k], job) end
+      if job and redis.call('ZREM', KEYS[k], reply[2][i]) == 1 then ended(KEYS[k], job, reply[2][i]) end
     end
   until cursor == '0' or seen >= bound
 end
@@ -52,7 +54,7 @@ for k = 7, #KEYS do
     local items = redis.call('LRANGE', KEYS[k], start, start + 999)
     for i = 1, #items do
       local job = matches(items[i])
-      if job and redis.call('LREM', KEYS[k], 1, items[i]) == 1 then ended(KEYS[k], job) end
+      if job and redis.call('LREM', KEYS[k], 1, items[i]) == 1 then ended(KEYS[k], job, items[i]) end
     end
     if #items < 1000 then break end
     start = start + 1000

@@ -53,7 +53,8 @@ def raising_receiver(sender, **rest):
 
 @receiver(signals.task_revoked, dispatch_uid="tests.task_api_jobs.revoked")
 def on_revoked(sender, request, terminated, signum, expired, **rest):
-    record("task_revoked", sender=getattr(sender, "name", sender), task_id=request.id, expired=expired)
+    record("task_revoked", sender=getattr(sender, "name", sender), task_id=request.id, expired=expired,
+           terminated=terminated, signum=signum, args=request.args, hostname=request.hostname)
 
 
 @receiver(signals.worker_ready, dispatch_uid="tests.task_api_jobs.ready")
@@ -64,3 +65,8 @@ def on_worker_ready(sender, **rest):
 @receiver(signals.worker_shutdown, dispatch_uid="tests.task_api_jobs.shutdown")
 def on_worker_shutdown(sender, **rest):
     record("worker_shutdown", identity=sender.identity)
+
+
+def redis_event(event: Any) -> None:
+    """A no-op REDIS_EVENT_HOOK: naming it imports this module, and so connects the receivers, in a worker
+    whose coroutine jobs must run on the event loop (a server middleware would put them on threads)."""

@@ -7,6 +7,7 @@ import signal
 
 import pytest
 
+import djwork
 from tests import worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
 
@@ -78,6 +79,10 @@ def test_poison_pill_ends_in_dead_after_max_orphanings(workers, raw_redis):  # n
     assert raw_redis.llen("queue:default") == 0
     assert not any(in_progress_items(raw_redis).values())
     assert raw_redis.hget("djwork:orphan-counts", ref.jid) is None
+    # Its result record says why it ended (written in the burial's own step).
+    assert ref.state == "FAILURE"
+    with pytest.raises(djwork.JobError, match="poison pill"):
+        ref.get(timeout=1)
 
     # The survivor was never hurt by it and keeps working.
     worker_jobs.record.delay("after")

@@ -8,11 +8,20 @@ There ``run()`` begins it, awaits the body and settles it through the same
 retry filing. Settling steps that talk to Redis (a failure's filing, a
 batch's kept result) run on a finisher thread, so one slow round trip never
 stalls the other coroutines on the loop.
+
+Celery's machinery runs as for a thread job (djwork/task_events.py):
+``task_prerun`` and ``before_start`` on the loop, in the job's own asyncio
+context, just before its body (what a receiver sets in a ContextVar, the body
+sees); ``self.request`` is the job's own for its whole life, across every
+await (a ContextVar, djwork/task_class.py); the ending hooks and signals run
+with the settling, on a finisher thread (a hook that blocks must not stall the
+loop), in a copy of the job's context.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import logging
 import os
@@ -20,7 +29,9 @@ from concurrent.futures import Executor as ThreadPool
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from djwork import task_events
 from djwork.batches import runtime as batch_runtime
+from djwork.worker import job_start
 from djwork.worker.async_limits import with_soft_limit
 from djwork.worker.process import base36
 from djwork.worker.time_limits import job_limits
@@ -58,8 +69,15 @@ class CoroutineJob:
         running = batch_runtime.enter(payload)
         error: BaseException | None = None
         result = None
+        request = executor._request(payload, unit.queue, self.jid)
+        events = task_events.for_run(self.target, request)  # None unless hooks or receivers exist
         try:
-            body = self.target.run(executor._request(payload, unit.queue, self.jid))
+            if events is not None:
+                events.before()
+            if job_start.tracked(self.target, payload, executor.config):  # a round trip: off the loop
+                await asyncio.get_running_loop().run_in_executor(
+                    finisher, job_start.mark_started, self.jid, executor.identity, executor.config)
+            body = self.target.run(request)
             soft, _hard = job_limits(payload, executor.config.soft_time_limit, None)
             # The soft limit on the loop is its timer's cancellation, turned into SoftTimeLimitExceeded at the
             # job's await (async_limits.py); a job with a hard limit runs on a thread (Executor._execute).
@@ -78,9 +96,10 @@ class CoroutineJob:
         finally:
             batch_runtime.leave(running)
         executor.work.end(tid)
-        if error is not None or "bid" in payload or payload.get("djwork_task"):
+        if error is not None or events is not None or "bid" in payload or payload.get("djwork_task"):
+            # A copy of this job's context: the ending hooks and receivers see what its start set.
             await asyncio.get_running_loop().run_in_executor(
-                finisher, executor.settle, unit, self.acks, payload, self.target, self.jid, started, clock, result,
-                error)
+                finisher, contextvars.copy_context().run, executor.settle, unit, self.acks, payload, self.target,
+                self.jid, started, clock, result, error, events)
         else:
             executor.settle(unit, self.acks, payload, self.target, self.jid, started, clock, result, error)

@@ -32,7 +32,7 @@ from djwork.limiter import OverLimit
 from djwork.middleware import build_server_chain, resolve_all
 from djwork.payload import PayloadError, loads
 from djwork.tasks_compat import Task
-from djwork.worker import outcome, task_results
+from djwork.worker import job_start, outcome, task_results
 from djwork.worker.async_limits import is_coroutine_job, with_soft_limit
 from djwork.worker.coroutine_jobs import CoroutineJob
 from djwork.worker.execution_exits import SideExits
@@ -159,6 +159,8 @@ class Executor(SideExits):
             return None
         if "bid" in payload and batch_runtime.invalidated(payload):  # its batch was stopped (docs/batches.md)
             unit.acknowledge(jid)
+            if result_record.wants_result(payload):  # skipped unrun, as a revoked job is: REVOKED, with why
+                unit.result = result_record.revoked_spec("skipped: its batch was invalidated", self.config)
             self.history.record(jid, class_name, unit.queue, "invalidated", time.time(), 0.0)
             return None
         target = self.resolve(class_name)
@@ -316,6 +318,8 @@ class Executor(SideExits):
             def execute() -> Any:
                 if events is not None:
                     events.before()
+                if job_start.tracked(target, payload, self.config):  # after a limiter let it in
+                    job_start.mark_started(jid, self.identity, self.config)
                 return self._maybe_await(target.run(request))
         run = execute
         if self.server_chain:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import keys, scripts
+from djwork import keys, revoke_events, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Capsule
 from djwork.payload import StoredPayload, stored_payload
@@ -211,8 +211,8 @@ class Fetcher:
         for jid in skipped:
             logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
                            "shutdown deadline had pushed it back", _text(jid))
-        for jid in revoked:
-            logger.info("djwork: dropped revoked job %s instead of running it", _text(jid))
+        if revoked:  # payloads: a log line and task_revoked each
+            revoke_events.dropped(revoked, self.identity)
         work = []
         for offset in range(0, len(fetched), 2):
             position = int(fetched[offset])
@@ -327,7 +327,7 @@ class Fetcher:
         dropped = redis_layer.run(lambda conn: scripts.evaluate(conn, "drop_revoked", [
             keys.REVOKED, in_progress, keys.ORPHAN_COUNTS], [raw]), idempotent=True, purpose="fetch")
         if dropped:
-            logger.info("djwork: dropped revoked job %s instead of running it", _text(dropped))
+            revoke_events.dropped([raw], self.identity)
         return bool(dropped)
 
     def settle_late(self, unit: UnitOfWork) -> str:

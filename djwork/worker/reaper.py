@@ -18,7 +18,7 @@ import logging
 import random
 import time
 
-from djwork import dead, job_locks, keys, limiter, scripts
+from djwork import dead, job_locks, keys, limiter, result_record, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
@@ -97,6 +97,7 @@ class Reaper(PeriodicComponent):
         now = time.time()
         message = (f"recovered more than {self.config.max_orphanings} times from processes that died "
                    f"while running it (last: {identity}); sent to dead as a likely poison pill")
+        result = ("", "")
         try:
             job = loads(raw)
             job.update({"error_class": POISON_ERROR, "error_message": message})
@@ -106,9 +107,14 @@ class Reaper(PeriodicComponent):
             # Buried, the job is over: its unique or running locks go in the same step.
             locks = job_locks.encode(job_locks.locks_of(job))
             buried = dumps(job)
+            if jid and result_record.wants_result(job):  # FAILURE, saying why, in the burial's own step
+                result = (keys.result(jid), result_record.spec(
+                    result_record.FAILURE, result_record.error_json(POISON_ERROR, message), self.config.result_ttl))
         except PayloadError as error:
             jid, locks, buried = "", "", dumps(dead.invalid_payload(raw, queue, f"{message}; {error}", now))
         logger.error("djwork: job %s %s", jid, message)
-        redis_layer.run(dead.move_to_dead(list_key, "list", raw, buried, jid, config=self.config, now=now,
-                                          locks=locks).evaluate, idempotent=True)
-
+        # fail.lua's dead filing: the same moves as a plain burial (add to dead, trim it, remove from the
+        # list, clear the orphan count, end the locks and batch), plus the result record.
+        redis_layer.run(dead.file_failure(list_key, raw, "dead", buried, now, jid, from_in_progress=True,
+                                          config=self.config, now=now, locks=locks, result=result).evaluate,
+                        idempotent=True)

@@ -1,0 +1,56 @@
+"""``track_started``: a job's result record reads STARTED while it runs (Celery's option; docs/celery.md).
+
+Off by default, as in Celery: the write is a Redis round trip of its own as
+the job starts (no step a worker already makes carries it), so only jobs
+that ask for it pay it, with ``track_started=True`` on the job or the
+TRACK_STARTED setting. A job that stores no result (``ignore_result``, or
+pushed without ``djwork_result``) writes nothing. The write goes through
+lua/store_results.lua, so it follows the results' rules: it lives RESULT_TTL
+seconds, a REVOKED record stays REVOKED, and a waiting ``get()`` is woken
+(it finds the job not ready and waits again). The job's end (its ack, or
+fail.lua) writes its final state over it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from djwork import keys, result_record, scripts
+from djwork import redis as redis_layer
+
+if TYPE_CHECKING:
+    from djwork.conf import Config
+
+logger = logging.getLogger("djwork")
+
+
+def tracked(target: Any, payload: dict[str, Any], config: Config) -> bool:
+    """Whether this run writes STARTED: the job's ``track_started``, else TRACK_STARTED; only with results on."""
+    flag = getattr(target, "track_started", False)  # a Django task has none: its backend writes RUNNING
+    if flag is None:
+        flag = config.track_started
+    return flag is True and result_record.wants_result(payload)
+
+
+def started_spec(identity: str, config: Config) -> str:
+    # Celery's STARTED meta: the worker's pid and hostname (AsyncResult.info returns it).
+    meta = orjson.dumps({"pid": os.getpid(), "hostname": identity}).decode()
+    return result_record.spec(result_record.STARTED, meta, config.result_ttl)
+
+
+def mark_started(jid: str, identity: str, config: Config) -> None:
+    """Write STARTED into ``jid``'s result record now; a failed write is logged, and the job runs anyway."""
+    if not jid:
+        return
+    arguments = [jid, keys.result(jid), started_spec(identity, config)]
+    try:
+        # Replay-safe: it completes before the body runs, so no replay can land after the job's end.
+        redis_layer.run(lambda conn: scripts.evaluate(conn, "store_results", [keys.REVOKED, keys.RESULT_WAITERS],
+                                                      arguments), idempotent=True)
+    except Exception as error:
+        logger.warning("djwork: recording STARTED for job %s failed (it runs anyway): %s", jid, error,
+                       extra={"jid": jid})
