@@ -17,7 +17,11 @@ from cpu_per_job import cpu_seconds
 
 COUNTER = "bench:counter"
 LATENCY = "bench:latency"
+# Each system's Redis LIST for queue "bench" (djwork shares Sidekiq's layout).
+QUEUE_KEYS = {"djwork": "queue:bench", "sidekiq": "queue:bench", "rq": "rq:queue:bench", "celery": "bench",
+              "dramatiq": "dramatiq:bench"}
 POLL = 0.005  # seconds between two reads of the counter during a drain
+SETTLE = 0.5  # seconds the CPU and command window stays open after the queue is empty: deferred flushes land
 
 
 @dataclass
@@ -44,9 +48,9 @@ class Result:
 @dataclass
 class Drain:
     rate: float  # jobs/s over the measured window
-    jobs: int  # completions the counter saw in the window
+    jobs: int  # completions the counter saw in the rate's window
     rss_kb: int
-    worker_us: float  # the workers' process trees, user + sys CPU per job
+    worker_us: float  # the workers' process trees, user + sys CPU per job (/proc)
     redis_us: float  # redis-server user + sys CPU per job (INFO cpu)
     commands: float  # Redis commands per job (INFO commandstats calls), the bench's own polls left out
     per_command: dict[str, float]  # command -> calls per job
@@ -131,7 +135,10 @@ class Bench:
         return result["count"] / result["seconds"]
 
     def drain(self, system: System, processes: int, total: int, job: str) -> Drain:
-        """Drains `total` pre-loaded jobs; the window runs from the first counted completion to the target."""
+        """Drains `total` pre-loaded jobs. The rate's window runs from the first completion the counter shows
+        to the target; the CPU and command counts' window opens at the same moment but closes only once the
+        queue is empty and SETTLE seconds have passed, so the writes a worker defers (djwork flushes its
+        history and stats every 0.25 s) are in it; they are divided by `total` minus the counter at the start."""
         target = total if job == "incr" else noop_target(total, processes)
         workers = self.start_workers(system, processes)
         try:
@@ -145,31 +152,39 @@ class Bench:
             worker_cpu = sum(process_cpu(worker.pid) for worker in workers)
             began = time.perf_counter()
             first = done = self.counter()
-            gets = 1  # the bench's own GETs of the counter inside the window, taken out of the command count
+            own = {"get": 1, "llen": 0}  # the bench's own reads inside the window, taken out of the command count
             deadline = time.monotonic() + self.opts.deadline
             while done < target:
-                if gets % 200 == 0:
+                if own["get"] % 200 == 0:
                     self.check_alive(workers)
                 if time.monotonic() > deadline:
                     raise Failure(f"drain passed the {self.opts.deadline:.0f} s deadline at {done:,} of {target:,}")
                 time.sleep(POLL)
                 done = self.counter()
-                gets += 1
+                own["get"] += 1
             elapsed = time.perf_counter() - began
+            while self.redis.llen(QUEUE_KEYS[system.key]):
+                own["llen"] += 1
+                if time.monotonic() > deadline:
+                    raise Failure("the queue never emptied after the drain's target")
+                time.sleep(POLL)
+            own["llen"] += 1
+            time.sleep(SETTLE)
             worker_cpu = sum(process_cpu(worker.pid) for worker in workers) - worker_cpu
             redis_after, calls_after = redis_counts(self.redis)
             rss = sum(tree_rss_kb(worker.pid) for worker in workers)
         finally:
             self.procs.stop(workers)
-        jobs = done - first
-        if jobs <= 0:
+        if done <= first:
             raise Failure(f"the window saw no completion ({first} -> {done})")
+        jobs = total - first
         delta = {name: count - calls.get(name, 0) for name, count in calls_after.items()}
         delta.pop("info", None)  # the bench's own snapshots
-        delta["get"] = delta.get("get", 0) - gets
+        for name, count in own.items():
+            delta[name] = delta.get(name, 0) - count
         per_command = {name: count / jobs for name, count in delta.items() if count > 0}
-        return Drain(jobs / elapsed, jobs, rss, worker_cpu / jobs * 1e6, (redis_after - redis_cpu) / jobs * 1e6,
-                     sum(per_command.values()), per_command)
+        return Drain((done - first) / elapsed, done - first, rss, worker_cpu / jobs * 1e6,
+                     (redis_after - redis_cpu) / jobs * 1e6, sum(per_command.values()), per_command)
 
     def latency(self, system: System) -> tuple[float, float]:
         """(p50, p99) pickup latency in ms with one idle 1-process worker and probes at --rate per second."""
