@@ -180,7 +180,7 @@ def main() -> int:
                 with_latency = kind == latency_kind and not opts.skip_latency
                 for system in order:
                     bench.measure(by_kind[kind][system.key], with_latency=with_latency,
-                                  with_pipeline=kind == latency_kind and system.key == "djwork")
+                                  with_pipeline=system.key == "djwork")
                 loads[kind].append((before, os.getloadavg()[0]))
         for kind in kinds:
             results = list(by_kind[kind].values())
