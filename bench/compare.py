@@ -107,6 +107,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--embedded", action="store_true", help="add the embedded-in-gunicorn table (target 6)")
     parser.add_argument("--embedded-jobs", type=int, default=20_000)
     parser.add_argument("--embedded-requests", type=int, help="requests per phase (default 2000; --quick 400)")
+    parser.add_argument("--embedded-args", default="--yield 1 --worker-class djwork.gunicorn.EmbeddedWorker",
+                        help="more options for bench/embedded.py (default: the setup docs/deployment.md advises)")
     parser.add_argument("--deadline", type=float, default=300,
                         help="seconds any one measurement may take before it is abandoned (default 300)")
     parser.add_argument("--keep-logs", action="store_true", help="keep the workers' and clients' logs")
@@ -207,7 +209,7 @@ def main() -> int:
         if opts.embedded:
             before = os.getloadavg()[0]
             text, checks = embedded(opts, procs, bench.env)
-            title = "--embedded: bench/embedded.py, a view at 100 req/s, worker idle vs. draining"
+            title = f"--embedded: bench/embedded.py {opts.embedded_args}, a view at 100 req/s, worker idle vs. draining"
             print(f"\n{title}\n{text}")
             sections += [*heading(title, context, (before, os.getloadavg()[0])), "```", text, "```", ""]
             lines += checks

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import subprocess
 
 from common import ROOT, setup_django
@@ -57,7 +58,7 @@ def io_table(opts: argparse.Namespace, with_sidekiq: bool) -> tuple[list[str], l
 def embedded(opts: argparse.Namespace, procs: Processes, env: dict[str, str]) -> tuple[str, list[str]]:
     """(bench/embedded.py's printed table, the target line): its own private Redis, its own deadline."""
     command = [PY, str(ROOT / "bench/embedded.py"), "--jobs", str(opts.embedded_jobs),
-               "--requests", str(opts.embedded_requests)]
+               "--requests", str(opts.embedded_requests), *shlex.split(opts.embedded_args)]
     process = procs.start(command, env, "embedded", capture=True)
     try:
         out, _ = process.communicate(timeout=opts.deadline * 3)

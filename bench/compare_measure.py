@@ -33,7 +33,8 @@ class Result:
     samples: dict[str, list[float]] = field(default_factory=dict)
     not_applicable: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
-    commands: dict[str, dict[str, float]] = field(default_factory=dict)  # "1p"/"2p" -> command -> calls/job
+    # "1p"/"2p" -> command -> (calls per job, us of Redis time per job), the last round's
+    commands: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)
 
     def add(self, key: str, value: float) -> None:
         self.samples.setdefault(key, []).append(value)
@@ -53,7 +54,7 @@ class Drain:
     worker_us: float  # the workers' process trees, user + sys CPU per job (/proc)
     redis_us: float  # redis-server user + sys CPU per job (INFO cpu)
     commands: float  # Redis commands per job (INFO commandstats calls), the bench's own polls left out
-    per_command: dict[str, float]  # command -> calls per job
+    per_command: dict[str, tuple[float, float]]  # command -> (calls per job, commandstats usec per job)
 
 
 def process_cpu(pid: int) -> float:
@@ -67,11 +68,11 @@ def process_cpu(pid: int) -> float:
     return total
 
 
-def redis_counts(client: redis.Redis) -> tuple[float, dict[str, int]]:
-    """(redis-server's user + sys CPU seconds, calls per command name) from INFO cpu and INFO commandstats."""
+def redis_counts(client: redis.Redis) -> tuple[float, dict[str, tuple[int, int]]]:
+    """(redis-server's user + sys CPU seconds, (calls, usec) per command name): INFO cpu, INFO commandstats."""
     cpu = client.info("cpu")
     stats = client.info("commandstats")
-    calls = {name.removeprefix("cmdstat_"): int(entry["calls"]) for name, entry in stats.items()}
+    calls = {name.removeprefix("cmdstat_"): (int(entry["calls"]), int(entry["usec"])) for name, entry in stats.items()}
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls
 
 
@@ -178,13 +179,16 @@ class Bench:
         if done <= first:
             raise Failure(f"the window saw no completion ({first} -> {done})")
         jobs = total - first
-        delta = {name: count - calls.get(name, 0) for name, count in calls_after.items()}
-        delta.pop("info", None)  # the bench's own snapshots
-        for name, count in own.items():
-            delta[name] = delta.get(name, 0) - count
-        per_command = {name: count / jobs for name, count in delta.items() if count > 0}
+        per_command = {}
+        for name, (count, usec) in calls_after.items():
+            count, usec = count - calls.get(name, (0, 0))[0], usec - calls.get(name, (0, 0))[1]
+            mine = own.get(name, 0)
+            if name == "info" or count - mine <= 0:  # INFO: the bench's own snapshots
+                continue
+            # The bench's own reads are taken out of the time too, in proportion (they cost what the workers' do).
+            per_command[name] = ((count - mine) / jobs, usec * (count - mine) / count / jobs)
         return Drain((done - first) / elapsed, done - first, rss, worker_cpu / jobs * 1e6,
-                     (redis_after - redis_cpu) / jobs * 1e6, sum(per_command.values()), per_command)
+                     (redis_after - redis_cpu) / jobs * 1e6, sum(c for c, _ in per_command.values()), per_command)
 
     def latency(self, system: System) -> tuple[float, float]:
         """(p50, p99) pickup latency in ms with one idle 1-process worker and probes at --rate per second."""
@@ -267,12 +271,12 @@ class Bench:
         self.redis.flushdb()
 
 
-def top_commands(per_command: dict[str, float], count: int = 6) -> str:
-    """The `count` most frequent commands per job; script calls (eval, evalsha) always shown, as their inner
-    commands are counted too and the reader needs both to see how many round trips a job costs."""
-    ranked = [item for item in sorted(per_command.items(), key=lambda item: -item[1]) if item[1] >= 0.005]
+def top_commands(per_command: dict[str, tuple[float, float]], count: int = 6) -> str:
+    """The `count` most frequent commands: calls per job and (commandstats) us per job. Script calls (eval,
+    evalsha) are always shown: their inner commands are counted too, and their us include the inner ones'."""
+    ranked = [item for item in sorted(per_command.items(), key=lambda item: -item[1][0]) if item[1][0] >= 0.005]
     shown = ranked[:count] + [item for item in ranked[count:] if item[0] in ("eval", "evalsha")]
-    return ", ".join(f"{name} {calls:.2f}" for name, calls in shown)
+    return ", ".join(f"{name} {calls:.2f} ({us:.1f} us)" for name, (calls, us) in shown)
 
 
 def percentile(values: list[float], fraction: float) -> float:
