@@ -17,6 +17,9 @@ DJWORK = {
     "ASYNC_CONCURRENCY": int(os.environ.get("BENCH_ASYNC_CONCURRENCY", "100")),
     "QUEUES": ["bench"],
     "LOG_JOBS": False,
+    # bench/compare.py --results off (its default): no result record per job (HSET + EXPIRE), as Sidekiq and
+    # Celery without a result backend store none; decided at enqueue, so the client process reads it too.
+    "RESULTS": os.environ.get("BENCH_RESULTS", "1") != "0",
     # ./dev bench cpu_per_job --metrics both: the same drain with execution metrics on and off.
     "METRICS": os.environ.get("BENCH_METRICS", "1") != "0",
     # A short beat puts the metrics' flushes inside a short drain's measured window.

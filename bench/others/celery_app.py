@@ -23,6 +23,11 @@ def incr() -> None:
     counter.incr()
 
 
+@app.task(name="bench.noop")
+def noop() -> None:
+    counter.noop()
+
+
 @app.task(name="bench.probe")
 def probe(sent_at: float) -> None:
     counter.probe(sent_at)

@@ -18,6 +18,11 @@ def incr() -> None:
     counter.incr()
 
 
+@dramatiq.actor(queue_name="bench", actor_name="bench_noop")
+def noop() -> None:
+    counter.noop()
+
+
 @dramatiq.actor(queue_name="bench", actor_name="bench_probe")
 def probe(sent_at: float) -> None:
     counter.probe(sent_at)

@@ -1,5 +1,5 @@
 """RQ jobs for bench/compare.py (RQ enqueues functions by import path)."""
 
-from bench.others.counter import incr, probe
+from bench.others.counter import incr, noop, probe
 
-__all__ = ["incr", "probe"]
+__all__ = ["incr", "noop", "probe"]

@@ -1,12 +1,13 @@
 # Client side of bench/compare.py for Sidekiq: enqueue and time it, or push latency probes.
 #
-#   BENCH_REDIS_URL=... ruby bench/ruby/client.rb ACTION COUNT [BATCH] [RATE]
+#   BENCH_REDIS_URL=... ruby bench/ruby/client.rb ACTION COUNT [BATCH] [RATE] [JOB]
 #
 # ACTION: single (Sidekiq::Client.push one by one), bulk (Sidekiq::Client.push_bulk
 # in batches of BATCH), probe (COUNT ProbeJobs at RATE per second, each carrying
-# Time.now.to_f at the push). Like bench/others/client.py: one untimed warm-up
-# IncrJob first (so the queue holds COUNT + 1 jobs); "probe" waits for a worker
-# to run it. Prints one JSON line: seconds (timed part), count, total.
+# Time.now.to_f at the push). JOB: incr (IncrJob, the default) or noop (NoopJob).
+# Like bench/others/client.py: one untimed warm-up JOB first (so the queue holds
+# COUNT + 1 jobs; an IncrJob for probe); "probe" waits for a worker to run it.
+# Prints one JSON line: seconds (timed part), count, total.
 require "json"
 require "sidekiq"
 
@@ -23,26 +24,26 @@ action = ARGV.fetch(0)
 count = Integer(ARGV.fetch(1))
 batch = Integer(ARGV.fetch(2, "1000"))
 rate = Float(ARGV.fetch(3, "200"))
+job = { "incr" => "IncrJob", "noop" => "NoopJob" }.fetch(ARGV.fetch(4, "incr"))
+job = "IncrJob" if action == "probe"
 
 def now
   Process.clock_gettime(Process::CLOCK_MONOTONIC)
 end
 
-INCR = { "class" => "IncrJob", "queue" => "bench", "args" => [] }.freeze
-
-Sidekiq::Client.push(INCR.dup) # warm-up, untimed
+Sidekiq::Client.push("class" => job, "queue" => "bench", "args" => []) # warm-up, untimed
 
 case action
 when "single"
   started = now
-  count.times { Sidekiq::Client.push("class" => "IncrJob", "queue" => "bench", "args" => []) }
+  count.times { Sidekiq::Client.push("class" => job, "queue" => "bench", "args" => []) }
   seconds = now - started
 when "bulk"
   started = now
   done = 0
   while done < count
     size = [batch, count - done].min
-    Sidekiq::Client.push_bulk("class" => "IncrJob", "queue" => "bench", "args" => Array.new(size) { [] })
+    Sidekiq::Client.push_bulk("class" => job, "queue" => "bench", "args" => Array.new(size) { [] })
     done += size
   end
   seconds = now - started

@@ -1,4 +1,5 @@
-# Sidekiq workers for bench/compare.py: the same bodies as the Python systems' (one INCR; one RPUSH of a latency).
+# Sidekiq workers for bench/compare.py: the same bodies as the Python systems' (one INCR; a no-op counted per
+# 100 runs; one RPUSH of a latency).
 #
 #   BENCH_REDIS_URL=redis://127.0.0.1:PORT/0 sidekiq -r ./bench/ruby/jobs.rb -c 10 -q bench
 #
@@ -25,6 +26,20 @@ class IncrJob
 
   def perform
     Sidekiq.redis { |conn| conn.incr("bench:counter") }
+  end
+end
+
+# bench/compare.py --job noop: the framework's own cost, the body of bench/others/counter.py's noop: no Redis call
+# but one INCRBY per 100 runs of this process (so the drain sees progress).
+class NoopJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench"
+  @@lock = Mutex.new
+  @@count = 0
+
+  def perform
+    done = @@lock.synchronize { @@count += 1 }
+    Sidekiq.redis { |conn| conn.incrby("bench:counter", 100) } if (done % 100).zero?
   end
 end
 
