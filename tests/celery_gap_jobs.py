@@ -41,26 +41,26 @@ async def async_hooked(self, key, together, mode="ok"):
     return f"ok {key}"
 
 
-@djwork.job(track_started=True, name="tests.celery_gap_jobs.tracked")
-def tracked(key):
-    """Records that it runs, then waits (up to 30 s) until the test sets its release key."""
+def _record_then_wait_for_release(key):
+    """Records that the body runs, then waits (up to 30 s) until the test sets the key's release key."""
     client = conn()
     record("tracked_body", key=key)
     deadline = time.monotonic() + 30
     while not client.exists(release_key(key)) and time.monotonic() < deadline:
         time.sleep(0.01)
     return key
+
+
+@djwork.job(track_started=True, name="tests.celery_gap_jobs.tracked")
+def tracked(key):
+    """Records that it runs, then waits (up to 30 s) until the test sets its release key."""
+    return _record_then_wait_for_release(key)
 
 
 @djwork.job(name="tests.celery_gap_jobs.untracked")
 def untracked(key):
     """As ``tracked``, without the option: the TRACK_STARTED setting decides."""
-    client = conn()
-    record("tracked_body", key=key)
-    deadline = time.monotonic() + 30
-    while not client.exists(release_key(key)) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    return key
+    return _record_then_wait_for_release(key)
 
 
 @djwork.job(track_started=True, name="tests.celery_gap_jobs.tracked_async")
