@@ -1,9 +1,10 @@
 -- fetch: settle finished jobs and take up to `limit` new ones, in one round trip.
 -- Acks first (LREM from this process's in-progress list, and retire the job's
--- orphan-recovery counter), then, in the order given, move jobs from each
--- queue: reliable mode LMOVEs each into the queue's in-progress list, so a
--- process killed mid-job leaves its work where orphan recovery finds it;
--- basic mode RPOPs (Sidekiq's BRPOP semantics: a crash loses the job).
+-- orphan-recovery counter if any job has one), then, in the order given, move
+-- jobs from each queue: reliable mode moves them into the queue's in-progress
+-- list (as LMOVE would, a batch at a time), so a process killed mid-job leaves
+-- its work where orphan recovery finds it; basic mode RPOPs (Sidekiq's BRPOP
+-- semantics: a crash loses the job).
 -- Paused queues (the `paused` SET) are skipped and reported.
 --
 -- A queue's isolated list holds jobs recovered from dead processes more than
@@ -59,16 +60,30 @@ end
 
 local position = 5 + queue_count
 local guard = ack_count > 0 and result_guard(KEYS[4], KEYS[5])
+-- Only a job recovered from a dead process has an orphan count: while none has (the hash is absent,
+-- nearly always), one EXISTS per call replaces an HDEL per ack.
+local orphans = ack_count > 0 and redis.pcall('EXISTS', KEYS[2]) ~= 0
+local acked = {}  -- queue index -> payloads to take off its in-progress list
+-- Queue positions looked up by their text: tonumber() would run strtod once per ack.
+local position_of = {}
+for i = 1, queue_count do position_of[tostring(i)] = i end
 for _ = 1, ack_count do
-  local index = tonumber(ARGV[position])
+  local index = position_of[ARGV[position]] or tonumber(ARGV[position])
   if reliable then
-    failed(redis.pcall('LREM', KEYS[5 + 3 * index - 1], -1, ARGV[position + 1]), KEYS[5 + 3 * index - 1])
+    -- '-1', not -1: a Lua number argument is formatted with printf for every call.
+    failed(redis.pcall('LREM', KEYS[5 + 3 * index - 1], '-1', ARGV[position + 1]), KEYS[5 + 3 * index - 1])
   end
   if ARGV[position + 2] ~= '' then
-    failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
-    ties_end(ARGV[position + 3], ARGV[position + 2], 'ok')  -- its locks, and its batch (batch_lib)
+    if orphans then
+      failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
+    end
+    if ARGV[position + 3] ~= '' then
+      ties_end(ARGV[position + 3], ARGV[position + 2], 'ok')  -- its locks, and its batch (batch_lib)
+    end
   end
-  result_store(guard, ARGV[position + 4], ARGV[position + 5], ARGV[position + 2])
+  if ARGV[position + 4] ~= '' then
+    result_store(guard, ARGV[position + 4], ARGV[position + 5], ARGV[position + 2])
+  end
   position = position + 6
 end
 
@@ -96,17 +111,35 @@ for i = 1, queue_count do
         isolated_allowed = isolated_allowed - 1
       end
     end
-    while taken < limit do
-      local payload
+    if taken < limit then
+      -- The whole batch in three commands, not one LMOVE per job: read the oldest (rightmost) jobs,
+      -- push them onto the in-progress list in the order LMOVE would have, then cut them off the
+      -- queue. A refused push (a key of the wrong type) happens before the cut, so nothing is lost.
+      local want = limit - taken
+      local batch
       if reliable then
-        payload = redis.pcall('LMOVE', queue_key, in_progress_key, 'RIGHT', 'LEFT')
+        batch = redis.pcall('LRANGE', queue_key, -want, -1)
+        if failed(batch, queue_key) then
+          batch = {}
+        elseif #batch > 0 then
+          local oldest_first = {}
+          for j = #batch, 1, -1 do oldest_first[#oldest_first + 1] = batch[j] end
+          if failed(redis.pcall('LPUSH', in_progress_key, unpack(oldest_first)), in_progress_key) then
+            batch = {}
+          else
+            redis.call('LTRIM', queue_key, 0, -(#batch + 1))
+            batch = oldest_first
+          end
+        end
       else
-        payload = redis.pcall('RPOP', queue_key)
+        batch = redis.pcall('RPOP', queue_key, want)
+        if failed(batch, queue_key) or not batch then batch = {} end
       end
-      if failed(payload, queue_key, in_progress_key) or not payload then break end
-      fetched[#fetched + 1] = i
-      fetched[#fetched + 1] = payload
-      taken = taken + 1
+      for _, payload in ipairs(batch) do
+        fetched[#fetched + 1] = i
+        fetched[#fetched + 1] = payload
+      end
+      taken = taken + #batch
     end
   end
 end
