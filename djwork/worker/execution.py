@@ -52,7 +52,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger("djwork")
 
 
-_database_use = threading.local()
+class _DatabaseUse(threading.local):
+    # A class default, not getattr(..., default): a missing attribute on a thread-local raises
+    # and catches AttributeError inside getattr, which cost 0.5 us twice per job.
+    seen = False
+
+
+_database_use = _DatabaseUse()
 
 
 def _note_database_use(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -69,7 +75,7 @@ def close_stale_connections() -> None:
     has nothing to close; skipping saves the lookups on every job that never
     touches the database.
     """
-    if getattr(_database_use, "seen", False):
+    if _database_use.seen:
         close_old_connections()
 
 
