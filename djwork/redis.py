@@ -178,7 +178,7 @@ def exchange(connection: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     primary, where returned it would reach the caller as a plain error.
     """
     try:
-        connection.send_packed_command(_pack(connection, commands))
+        connection.send_packed_command(pack(connection, commands))
         replies: list[Any] = []
         for _command in commands:
             try:
@@ -193,7 +193,7 @@ def exchange(connection: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     return replies
 
 
-def _pack(connection: Any, commands: list[tuple[Any, ...]]) -> Any:
+def pack(connection: Any, commands: list[tuple[Any, ...]]) -> Any:
     """The commands in RESP, packed by hiredis in C when every argument is str, bytes, int or float.
 
     redis-py's packer runs a Python encode call per argument before handing
@@ -262,6 +262,22 @@ class DedicatedConnection:
                 self.close()
                 raise
         raise AssertionError("unreachable: the second attempt returns or raises")
+
+    def receive(self, block: Callable[[Any], T]) -> T:
+        """Read what a ``run`` block sent without waiting (a reply in flight): never replayed, never checked first.
+
+        The staleness check of ``run`` would take the awaited reply for a
+        closed socket's EOF; and a reply lost here may hide what the command
+        did, so any failure drops the connection and propagates.
+        """
+        connection = self._connection
+        if connection is None:
+            raise redis_py.exceptions.ConnectionError("djwork: the fetch connection was closed with a reply in flight")
+        try:
+            return block(connection)
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         connection, self._connection = self._connection, None

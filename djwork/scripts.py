@@ -108,6 +108,33 @@ def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[s
     return reply
 
 
+def send_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
+                       args: list[Any] | tuple[Any, ...] = ()) -> tuple[Any, ...]:
+    """The first half of ``evaluate_on_connection``: send the EVALSHA, don't wait; returns the command.
+
+    For the worker's refill, which sends the next batch's fetch while it still
+    runs the last jobs of this one, and reads the reply (``receive_on_connection``)
+    when it needs the jobs. The caller sends nothing else on the connection between the two.
+    """
+    command = _evalsha(name, keys, args)
+    connection.send_packed_command(redis_layer.pack(connection, [command]))
+    return command
+
+
+def receive_on_connection(connection: Any, name: str, command: tuple[Any, ...],
+                          keys: list[str] | tuple[str, ...] = ()) -> Any:
+    """The reply to ``send_on_connection``'s command; NOSCRIPT answered by an EVAL round trip, as ``evaluate`` does."""
+    try:
+        reply = connection.read_response()
+    except ResponseError as error:
+        reply = error
+    if isinstance(reply, NoScriptError):
+        (reply,) = redis_layer.exchange(connection, [_as_eval(command, name)])
+    if isinstance(reply, Exception):
+        raise named_on_connection(connection, reply, f"Lua script {name!r}", keys)
+    return reply
+
+
 def named_on_connection(connection: Any, error: Exception, where: str,
                         candidates: list[str] | tuple[str, ...]) -> Exception:
     """A WRONGTYPE ``error`` as a WrongTypeKey naming its culprit (TYPE asked on ``connection``); others as they are."""

@@ -85,6 +85,18 @@ class Ack:
         return keys.result(self.jid), self.result
 
 
+@dataclass(slots=True)
+class SentFetch:
+    """A fetch sent and not yet received (Fetcher.send): what its reply is read against."""
+
+    limit: int
+    acks: list[Ack]
+    order: list[int]  # queue indexes in the order the script took them
+    isolated_allowed: int  # the isolation token reserved for it (0 or 1)
+    script_keys: list[str]
+    command: tuple[Any, ...]  # the EVALSHA, sent again as EVAL after NOSCRIPT
+
+
 class IsolationGate:
     """One isolated job at a time per process, shared by every capsule's fetcher.
 
@@ -190,42 +202,68 @@ class Fetcher:
         Never replayed: a lost reply may hide jobs it already moved, which the
         caller recovers by reconciling (see Dispatcher), not by fetching again.
         """
+        return self.receive(self.send(limit, acks))
+
+    def send(self, limit: int, acks: list[Ack]) -> SentFetch:
+        """The first half of ``fetch``: the call leaves, its reply is read by ``receive``.
+
+        The worker's refill sends the next batch's fetch while its last jobs
+        still run, so the round trip no longer idles the process between
+        batches. Nothing else is sent on the fetch connection in between.
+        """
         order = self.order()
-        position_of = {index: position for position, index in enumerate(order, start=1)}
         isolated_allowed = self.isolation.reserve() if self.reliable and limit > 0 else 0
         args: list[Any] = [limit, "reliable" if self.reliable else "basic", len(acks), isolated_allowed]
         # Names in ARGV, in the order of their keys: no script derives a name from a key.
         args.extend(self.queue_names[index - 1] for index in order)
-        for ack in acks:
-            args.extend((position_of[ack.queue_index], ack.raw, ack.jid, ack.locks, *ack.result_args()))
+        if acks:
+            position_of = {index: position for position, index in enumerate(order, start=1)}
+            for ack in acks:
+                args.extend((position_of[ack.queue_index], ack.raw, ack.jid, ack.locks, *ack.result_args()))
         script_keys = self.script_keys(order)
         try:
-            fetched, paused, broken, skipped, revoked = self._connection.run(
-                lambda connection: scripts.evaluate_on_connection(connection, "fetch", script_keys, args))
+            command = self._connection.run(
+                lambda connection: scripts.send_on_connection(connection, "fetch", script_keys, args))
         except BaseException:
-            # Unknown whether an isolated job was taken; a reconcile adopts it unflagged.
             self.isolation.settle(isolated_allowed, 0)
             raise
-        self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
-        self._report_broken(broken)
+        return SentFetch(limit, acks, order, isolated_allowed, script_keys, command)
+
+    def receive(self, sent: SentFetch) -> list[UnitOfWork]:
+        """The jobs a ``send`` took (its acks settled); raises if the reply is lost (the caller reconciles)."""
+        try:
+            fetched, paused, broken, skipped, revoked = self._connection.receive(
+                lambda connection: scripts.receive_on_connection(connection, "fetch", sent.command,
+                                                                 sent.script_keys))
+        except BaseException:
+            # Unknown whether an isolated job was taken; a reconcile adopts it unflagged.
+            self.isolation.settle(sent.isolated_allowed, 0)
+            raise
+        order = sent.order
+        self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused} if paused else set()
+        if broken:
+            self._report_broken(broken)
         for jid in skipped:
             logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
                            "shutdown deadline had pushed it back", _text(jid))
         if revoked:  # payloads: a log line and task_revoked each
             revoke_events.dropped(revoked, self.identity)
         work = []
+        isolated_taken = 0
+        reliable = self.reliable
         for offset in range(0, len(fetched), 2):
             position = int(fetched[offset])
             queue_index = order[abs(position) - 1]
-            raw = fetched[offset + 1]
+            isolated = position < 0
+            isolated_taken += isolated
             work.append(UnitOfWork(
                 queue=self.queue_names[queue_index - 1],
                 queue_index=queue_index,
-                raw=stored_payload(raw),
-                in_progress_key=self.in_progress_keys[queue_index - 1] if self.reliable else None,
-                isolated=position < 0,
+                raw=stored_payload(fetched[offset + 1]),
+                in_progress_key=self.in_progress_keys[queue_index - 1] if reliable else None,
+                isolated=isolated,
             ))
-        self.isolation.settle(isolated_allowed, sum(1 for unit in work if unit.isolated))
+        self.isolation.settle(sent.isolated_allowed, isolated_taken)
         return work
 
     def _report_broken(self, broken: list[Any]) -> None:

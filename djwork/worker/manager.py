@@ -38,8 +38,11 @@ logger = logging.getLogger("djwork.worker")
 
 # Processor threads kept awake for a stream of short jobs (handoff.py says why
 # few), and how late a waiting job may start before every waiting job gets one.
-HOT_PROCESSORS = 2
+HOT_PROCESSORS = 1
 ESCALATE_AFTER = 0.003
+# Through a backlog, a processor sends the next batch's fetch when this few jobs still wait
+# (Dispatcher.refill), so the round trip overlaps them. More would shrink the batches.
+REFILL_AHEAD = 2
 
 # Runs a job on the calling thread; returns None, or a coroutine job (coroutine_jobs.py) to put on the loop.
 RunJob = Callable[[UnitOfWork, AckBuffer], Any]
@@ -197,7 +200,7 @@ class Manager:
                         self._release(unit)
                 if unit.timed_out:
                     return  # abandoned at its job's hard time limit: a fresh thread has taken its place
-                if dispatcher.backlog and not work.waiting():
+                if dispatcher.backlog and work.waiting() <= REFILL_AHEAD:
                     dispatcher.refill()
         except BaseException:
             logger.exception("djwork: processor thread died; replacing it")
