@@ -33,10 +33,12 @@
 -- KEYS[5+3i-2] = queue:<name_i>, KEYS[5+3i-1] = its in-progress LIST, KEYS[5+3i] = its isolated LIST
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
 -- ARGV[4] = isolated jobs that may be taken, ARGV[4+i] = name_i (i = 1..n, in the order of KEYS),
--- then a sextuples: queue index i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
+-- then a acks, each either a pair (queue index i, raw payload) for a job with no locks and no result,
+-- or a sextuple (-i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
 -- locks bound to the job's life, released with its ack if it still owns them, djwork/job_locks.py;
 -- a b-<bid> line among them is the job's batch, which counts it as succeeded, docs/batches.md),
--- its result HASH key and its result spec ('', '' for none; result_lib)
+-- its result HASH key and its result spec ('', '' for none; result_lib)). The pair keeps the common
+-- ack to two arguments: every argument costs the worker its packing and Redis a Lua string.
 -- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...},
 -- {revoked payloads dropped...}}; an index is negative for a job taken from the isolated list.
 --@include result_lib
@@ -65,26 +67,43 @@ local guard = ack_count > 0 and result_guard(KEYS[4], KEYS[5])
 local orphans = ack_count > 0 and redis.pcall('EXISTS', KEYS[2]) ~= 0
 local acked = {}  -- queue index -> payloads to take off its in-progress list
 -- Queue positions looked up by their text: tonumber() would run strtod once per ack.
-local position_of = {}
-for i = 1, queue_count do position_of[tostring(i)] = i end
+local position_of, long_position_of = {}, {}
+for i = 1, queue_count do
+  position_of[tostring(i)] = i
+  long_position_of[tostring(-i)] = i
+end
 for _ = 1, ack_count do
-  local index = position_of[ARGV[position]] or tonumber(ARGV[position])
+  local token = ARGV[position]
+  local index = position_of[token]
+  local long = not index
+  if long then index = long_position_of[token] or -tonumber(token) end
+  local raw = ARGV[position + 1]
   if reliable then
     -- '-1', not -1: a Lua number argument is formatted with printf for every call.
-    failed(redis.pcall('LREM', KEYS[5 + 3 * index - 1], '-1', ARGV[position + 1]), KEYS[5 + 3 * index - 1])
+    failed(redis.pcall('LREM', KEYS[5 + 3 * index - 1], '-1', raw), KEYS[5 + 3 * index - 1])
   end
-  if ARGV[position + 2] ~= '' then
+  if long then
+    local jid = ARGV[position + 2]
+    if jid ~= '' then
+      if orphans then
+        failed(redis.pcall('HDEL', KEYS[2], jid), KEYS[2])
+      end
+      if ARGV[position + 3] ~= '' then
+        ties_end(ARGV[position + 3], jid, 'ok')  -- its locks, and its batch (batch_lib)
+      end
+    end
+    if ARGV[position + 4] ~= '' then
+      result_store(guard, ARGV[position + 4], ARGV[position + 5], jid)
+    end
+    position = position + 6
+  else
     if orphans then
-      failed(redis.pcall('HDEL', KEYS[2], ARGV[position + 2]), KEYS[2])
+      -- Only while some recovered job has a count: its jid from the payload, as recover_orphans keys it.
+      local jid = result_jid_of(raw)
+      if jid then failed(redis.pcall('HDEL', KEYS[2], jid), KEYS[2]) end
     end
-    if ARGV[position + 3] ~= '' then
-      ties_end(ARGV[position + 3], ARGV[position + 2], 'ok')  -- its locks, and its batch (batch_lib)
-    end
+    position = position + 2
   end
-  if ARGV[position + 4] ~= '' then
-    result_store(guard, ARGV[position + 4], ARGV[position + 5], ARGV[position + 2])
-  end
-  position = position + 6
 end
 
 local fetched = {}

@@ -219,7 +219,11 @@ class Fetcher:
         if acks:
             position_of = {index: position for position, index in enumerate(order, start=1)}
             for ack in acks:
-                args.extend((position_of[ack.queue_index], ack.raw, ack.jid, ack.locks, *ack.result_args()))
+                # Two arguments for a job with no locks and no result, six otherwise (fetch.lua).
+                if ack.locks or (ack.result and ack.jid):
+                    args.extend((-position_of[ack.queue_index], ack.raw, ack.jid, ack.locks, *ack.result_args()))
+                else:
+                    args.extend((position_of[ack.queue_index], ack.raw))
         script_keys = self.script_keys(order)
         try:
             command = self._connection.run(
