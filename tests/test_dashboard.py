@@ -368,7 +368,7 @@ def test_history_page_and_filters(admin_client, cluster, raw_redis):
         ["QueuedJob"]
     assert "No runs match" in admin_client.get(url("history") + "?queue=nope").content.decode()
     bad = admin_client.get(url("history") + "?status=nope&before=xyz").content.decode()
-    assert "is not a status" in bad and "not a stream id" in bad
+    assert "is not a status" in bad and "not a history run id" in bad
 
 
 # --- hostile and broken data ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from djwork.api import ApiError, Periodic, StaleEntry
 from djwork.conf import build_config
 from djwork.cron import locks
 from djwork.testing.redis_server import free_port
+from tests.browser import seed
 from tests.test_checks import base_djwork
 from tests.test_periodic_claim import BASE, HOUR, entry, queued, ticker_at
 
@@ -29,7 +30,7 @@ def test_the_listing_shows_schedule_next_run_history_with_outcomes_and_skips(raw
     ticker_at(raw_redis, BASE + 0.25 * HOUR, HOURLY, NIGHTLY).run_once()
     ticker_at(raw_redis, BASE + 3.01 * HOUR, HOURLY, NIGHTLY).run_once()  # 3 h down: latest fires 03:00 only
     (fired,) = queued(raw_redis)
-    raw_redis.xadd("djwork:history", {"jid": fired["jid"], "status": "ok", "class": fired["class"]})
+    seed.history(raw_redis, jid=fired["jid"], status="ok", klass=fired["class"])
 
     # Entries read on a clock that says 03:30 that day.
     seconds, micros = raw_redis.time()

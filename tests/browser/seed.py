@@ -15,7 +15,6 @@ import time
 import zlib
 from typing import Any
 
-from djwork.api.history import expand
 from djwork.worker.history import append
 
 XSS_SCRIPT = "<script>alert(1)</script>"
@@ -124,7 +123,3 @@ def history(redis: Any, *, klass: str = "HardJob", status: str = "ok", queue: st
     ((entry_id, _fields),) = redis.xrevrange("djwork:history", count=1)
     return f"{entry_id.decode() if isinstance(entry_id, bytes) else entry_id}/0"
 
-
-def history_runs(redis: Any) -> list[Any]:
-    """Every run in djwork:history, oldest first, as djwork.api.history.Run (None for one it cannot read)."""
-    return [run for entry_id, fields in redis.xrange("djwork:history") for _run_id, run in expand(entry_id, fields)]
