@@ -33,7 +33,7 @@ ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dea
 # or take that meets such a copy drops it instead of running the job again.
 FINISHED_LATE = "djwork:finished-late"
 ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than once, one per process at a time
-HISTORY = "djwork:history"  # STREAM of executions, capped (MAXLEN ~)
+HISTORY = "djwork:history"  # STREAM of executions, one entry per flush of <= 200 runs, capped in runs
 RESULT_PREFIX = "djwork:result:"  # HASH result record (Django Tasks and Celery-style fields), TTL RESULT_TTL
 RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting AsyncResult.get(), EXPIRE 60 s
 # HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);

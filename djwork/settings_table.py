@@ -248,8 +248,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("DEAD_TIMEOUT", 180 * 24 * 3600, seconds, "djwork.E010",
                 "seconds a dead job is kept, e.g. 15552000 (180 days)", "Jobs",
                 "Seconds a dead job is kept.", doc_default="`15552000` (180 days)"),
-    SettingSpec("HISTORY_MAX_LENGTH", 10_000, count, "djwork.E011", "entries kept in the history stream, e.g. 10000",
-                "Jobs", "Entries kept in the execution history stream."),
+    SettingSpec("HISTORY_MAX_LENGTH", 10_000, count, "djwork.E011", "runs kept in the history stream, e.g. 10000",
+                "Jobs", "Runs kept in the execution history stream (about: at most 200 more)."),
     SettingSpec("RESULT_TTL", 24 * 3600, count, "djwork.E011", "seconds a task result is kept, e.g. 86400", "Jobs",
                 "Seconds a result record (Django Tasks, and a djwork job's `AsyncResult`) is kept after it is"
                 " written; also how long a revoke holds (docs/celery.md)."),

@@ -26,6 +26,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from djwork.api.history import Run, expand
 from djwork.testing.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -337,6 +338,12 @@ def identities(redis: Any) -> dict[str, dict[str, Any]]:
 
 def counts(redis: Any, key: str = "t:counts") -> dict[str, int]:
     return {decode(k): int(v) for k, v in redis.hgetall(key).items()}
+
+
+def history_runs(redis: Any) -> list[Run]:
+    """Every run in djwork:history, oldest first, read the way djwork.api.History reads it (docs/history.md)."""
+    return [run for entry_id, fields in redis.xrange("djwork:history")
+            for _run_id, run in expand(entry_id, fields) if run is not None]
 
 
 def in_progress_items(redis: Any) -> dict[str, list[str]]:

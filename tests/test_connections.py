@@ -23,7 +23,7 @@ from django.test import override_settings
 
 from djwork.testing.redis_server import RedisServer, TlsFiles, free_port
 from tests import worker_jobs
-from tests.helpers_worker import counts, decode, in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, decode, history_runs, in_progress_items, wait_until, workers  # noqa: F401
 from tests.settings_worker_cache import CACHE_DATABASE, cache_location
 
 pytestmark = pytest.mark.slow
@@ -75,7 +75,7 @@ def test_cache_alias_is_the_connection_used(workers, raw_redis, redis_url):  # n
         assert target.connection_pool.connection_kwargs["db"] == CACHE_DATABASE
         _carry_one_job(workers, raw_redis, target, "via-cache", {"CACHE": "jobs", "REDIS_URL": unusable},
                        "--settings", "tests.settings_worker_cache")
-        assert target.xlen("djwork:history") == 1
+        assert len(history_runs(target)) == 1
     finally:
         target.flushdb()
         target.close()

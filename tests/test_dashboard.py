@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import time
@@ -11,6 +12,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
+from djwork.worker.history import append
 from djwork_dashboard.models import Dashboard
 from tests.browser import seed
 
@@ -368,7 +370,26 @@ def test_history_page_and_filters(admin_client, cluster, raw_redis):
         ["QueuedJob"]
     assert "No runs match" in admin_client.get(url("history") + "?queue=nope").content.decode()
     bad = admin_client.get(url("history") + "?status=nope&before=xyz").content.decode()
-    assert "is not a status" in bad and "not a stream id" in bad
+    assert "is not a status" in bad and "not a history run id" in bad
+
+
+def test_history_older_links_page_across_entries_showing_every_run_once(admin_client, raw_redis):
+    runs = [(f"jid-{n:03d}", "app.jobs.Page", "default", "ok", 1796269938.0 + n, 1.0, "", "") for n in range(130)]
+    append(raw_redis, "host:1:abc", 10_000, runs[:120])  # entries of 120 and 10 runs: pages of 50 cross them
+    append(raw_redis, "host:1:abc", 10_000, runs[120:])
+    seen, target = [], url("history")
+    while target:
+        response = admin_client.get(target)
+        seen += [run.jid for run in response.context["page"].runs]
+        older = re.search(r'href="([^"]*)" rel="next"', response.content.decode())
+        target = url("history") + html.unescape(older.group(1)) if older else None
+    assert seen == [run[0] for run in reversed(runs)]
+    newest_entry = raw_redis.xrevrange("djwork:history", count=1)[0][0].decode()
+    # A bare entry id, the form of page markers from one-run entries, starts below that entry.
+    assert len(admin_client.get(url("history"), {"before": newest_entry}).context["page"].runs) == 50
+    for bad in ("1-1/x", "1-1/", "abc", "1-1/2/3"):
+        response = admin_client.get(url("history"), {"before": bad})
+        assert "not a history run id" in response.content.decode() and response.context["before"] is None
 
 
 # --- hostile and broken data ---------------------------------------------------------------------------

@@ -63,8 +63,8 @@ def entries(raw_redis, settings) -> dict:
     later.leader.term = 2
     later.run_once()
     fired = {job["args"][0]: job for job in queued(raw_redis)}
-    raw_redis.xadd(keys.HISTORY, {"jid": fired[seed.XSS_SCRIPT]["jid"], "status": "dead", "class": "tick"})
-    raw_redis.xadd(keys.HISTORY, {"jid": fired["o"]["jid"], "status": "ok", "class": "tick"})
+    seed.history(raw_redis, jid=fired[seed.XSS_SCRIPT]["jid"], status="dead", klass="tick")
+    seed.history(raw_redis, jid=fired["o"]["jid"], status="ok", klass="tick")
     settings.DJWORK = {**settings.DJWORK, "PERIODIC": [HOURLY, NIGHTLY],
                        "TEST_CLOCK": {"origin": redis_now(raw_redis), "start": BASE + 3.5 * HOUR}}
     return {"hourly": fired[seed.XSS_SCRIPT]["jid"], "old": fired["o"]["jid"]}

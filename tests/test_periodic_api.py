@@ -9,9 +9,12 @@ from django.test import override_settings
 
 from djwork import keys
 from djwork.api import ApiError, Periodic, StaleEntry
+from djwork.api import periodic as periodic_api
 from djwork.conf import build_config
 from djwork.cron import locks
 from djwork.testing.redis_server import free_port
+from djwork.worker.history import append
+from tests.browser import seed
 from tests.test_checks import base_djwork
 from tests.test_periodic_claim import BASE, HOUR, entry, queued, ticker_at
 
@@ -29,7 +32,7 @@ def test_the_listing_shows_schedule_next_run_history_with_outcomes_and_skips(raw
     ticker_at(raw_redis, BASE + 0.25 * HOUR, HOURLY, NIGHTLY).run_once()
     ticker_at(raw_redis, BASE + 3.01 * HOUR, HOURLY, NIGHTLY).run_once()  # 3 h down: latest fires 03:00 only
     (fired,) = queued(raw_redis)
-    raw_redis.xadd("djwork:history", {"jid": fired["jid"], "status": "ok", "class": fired["class"]})
+    seed.history(raw_redis, jid=fired["jid"], status="ok", klass=fired["class"])
 
     # Entries read on a clock that says 03:30 that day.
     seconds, micros = raw_redis.time()
@@ -51,6 +54,30 @@ def test_the_listing_shows_schedule_next_run_history_with_outcomes_and_skips(raw
     assert nightly.overlap is False and nightly.catch_up == "none" and nightly.missed == 1
     (skip,) = nightly.runs
     assert (skip.kind, skip.reason, skip.skipped, skip.jid, skip.outcome) == ("skipped", "missed", 1, "", "")
+
+
+def test_outcomes_are_found_inside_batched_entries_within_a_bound_counted_in_runs(raw_redis, monkeypatch):
+    ticker_at(raw_redis, BASE + 0.25 * HOUR, HOURLY).run_once()
+    ticker_at(raw_redis, BASE + 3.01 * HOUR, HOURLY).run_once()
+    (fired,) = queued(raw_redis)
+    others = [(f"other-{n}", "app.jobs.Other", "default", "ok", BASE, 1.0, "", "") for n in range(399)]
+    # The run is the oldest of a 300-run flush (two entries), with a 100-run flush after it: the 400th newest run.
+    append(raw_redis, "host:1:abc", 10_000, [(fired["jid"], fired["class"], "periodic-out", "dead", BASE, 1.0,
+                                              "RuntimeError", "boom"), *others[:299]])
+    append(raw_redis, "host:1:abc", 10_000, others[299:])
+    seconds, micros = raw_redis.time()
+
+    def outcome() -> str:
+        periodic = Periodic(build_config({"PERIODIC": [HOURLY], "TEST_CLOCK": {
+            "origin": seconds + micros / 1e6, "start": BASE + 3.5 * HOUR}}))
+        (hourly,) = periodic.entries()
+        return hourly.runs[0].outcome
+
+    assert outcome() == "dead"
+    monkeypatch.setattr(periodic_api, "HISTORY_SCAN", 400)
+    assert outcome() == "dead"
+    monkeypatch.setattr(periodic_api, "HISTORY_SCAN", 399)  # 399 runs searched, though only 3 entries read
+    assert outcome() == ""
 
 
 def test_an_entry_no_longer_configured_stays_listed_with_its_history(raw_redis):

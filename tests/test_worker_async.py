@@ -13,7 +13,7 @@ import pytest
 import djwork
 from djwork.api import Metrics
 from tests import async_jobs, batch_jobs, worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import counts, history_runs, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
 from tests.worker_jobs import STARTS
 
 pytestmark = pytest.mark.slow
@@ -45,10 +45,8 @@ def test_a_failing_coroutine_job_goes_to_retry_with_its_error(workers, raw_redis
     assert payload["retry_count"] == 0
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "its in-progress entry removed")
     # The same history entry a failing thread job leaves (flushed every 250 ms).
-    entries = wait_until(lambda: [{key.decode(): value.decode() for key, value in fields.items()}
-                                  for _id, fields in raw_redis.xrange("djwork:history")], 20, "its history entry")
-    assert [(entry["jid"], entry["status"], entry["error_class"]) for entry in entries] == [
-        (ref.jid, "retry", "ValueError")]
+    runs = wait_until(lambda: history_runs(raw_redis), 20, "its history entry")
+    assert [(run.jid, run.status, run.error_class) for run in runs] == [(ref.jid, "retry", "ValueError")]
 
 
 def test_term_cancels_coroutine_jobs_at_the_deadline_and_a_later_worker_runs_them_once(workers, raw_redis):  # noqa: F811

@@ -11,14 +11,14 @@ import pytest
 
 from djwork import api
 from tests import coverage_jobs, worker_jobs
-from tests.helpers_worker import counts, decode, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import counts, decode, history_runs, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
 
 def _history(redis) -> dict[str, str]:
     """jid -> status, from the execution history stream."""
-    return {decode(fields[b"jid"]): decode(fields[b"status"]) for _id, fields in redis.xrange("djwork:history")}
+    return {run.jid: run.status for run in history_runs(redis)}
 
 
 def _held_started(redis, group: str, count: int = 1) -> list[dict]:

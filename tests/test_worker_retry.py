@@ -14,7 +14,7 @@ import pytest
 
 from djwork.payload import dumps, new_jid
 from tests import worker_jobs
-from tests.helpers_worker import counts, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import counts, history_runs, wait_until, workers, zset_jobs  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
@@ -64,8 +64,8 @@ def test_failures_follow_sidekiq_backoff_and_end_in_dead(workers, raw_redis):  #
     assert len(worker_jobs.notes(raw_redis, job="always_fail")) == 3
     wait_until(lambda: raw_redis.get("stat:failed") == b"3", 20, "stat:failed == 3")
     assert raw_redis.get("stat:processed") == b"3"
-    statuses = [fields[b"status"] for _id, fields in raw_redis.xrange("djwork:history")]
-    assert statuses == [b"retry", b"retry", b"dead"]
+    statuses = [run.status for run in history_runs(raw_redis)]
+    assert statuses == ["retry", "retry", "dead"]
 
 
 def test_bound_retry_countdown_and_max_retries(workers, raw_redis):  # noqa: F811

@@ -24,10 +24,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from redis.exceptions import ResponseError
 
 from djwork import keys, scripts
 from djwork.api import access
 from djwork.api.errors import ApiError, StaleEntry
+from djwork.api.history import runs_before
 from djwork.api.records import text, to_datetime, to_int
 from djwork.conf import Config, get_config
 from djwork.cron import claim as claims
@@ -36,7 +38,7 @@ from djwork.cron.locks import RELEASE_SCRIPT
 from djwork.cron.schedule import from_ms
 from djwork.jobs import resolve
 
-HISTORY_SCAN = 2000  # execution-history entries searched for the outcome of the runs shown
+HISTORY_SCAN = 2000  # execution-history runs searched for the outcome of the runs shown
 COUNTERS = ("fired", "run_now", "skipped_missed", "skipped_paused", "skipped_overlap", "skipped_middleware")
 
 
@@ -216,15 +218,20 @@ class Periodic:
     def _outcomes(self, jids: set[Any]) -> dict[str, str]:
         if not jids:
             return {}
-        entries = access.read(lambda conn: conn.pipeline(transaction=False)
-                              .xrevrange(keys.HISTORY, count=HISTORY_SCAN).execute(raise_on_error=False)[0])
-        found: dict[str, str] = {}
-        for _entry_id, fields in (entries if isinstance(entries, list) else []):
-            values = {text(key): text(value) for key, value in fields.items()}
-            jid = values.get("jid", "")
-            if jid in jids and jid not in found:
-                found[jid] = values.get("status", "")
-        return found
+
+        def read(conn: Any) -> dict[str, str]:
+            found: dict[str, str] = {}
+            try:
+                for examined, (_run_id, run) in enumerate(runs_before(conn), 1):
+                    if run is not None and run.jid in jids and run.jid not in found:
+                        found[run.jid] = run.status
+                    if examined >= HISTORY_SCAN or len(found) == len(jids):
+                        break
+            except ResponseError:
+                pass  # a wrong-type key: every outcome stays pending
+            return found
+
+        return access.read(read)
 
     def _entry(self, entry_id: str, recorded: dict[str, Any], newest_sync: int, state: dict[str, str],
                history: list[Any], holder: Any, outcomes: dict[str, str], now_ms: int) -> PeriodicEntry:

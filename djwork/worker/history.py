@@ -1,12 +1,13 @@
-"""The execution history stream: one entry per run, success or failure, capped.
+"""The execution history stream: every run, success or failure, about HISTORY_MAX_LENGTH runs kept.
 
-STREAM ``djwork:history`` (keys.HISTORY), ``XADD ... MAXLEN ~ HISTORY_MAX_LENGTH``.
-Fields (all strings): jid, class, queue, status (ok | retry | dead | failed |
-expired), started (epoch seconds), duration_ms, error_class, error_message,
-identity. Entries are buffered by the worker and written in one
-history_append.lua call every FLUSH_INTERVAL, off the processor threads; like the stat counters a
-lost flush is accepted rather than replayed (a replay would duplicate
-entries). docs/history.md documents the stream; djwork.api.History reads it.
+STREAM ``djwork:history`` (keys.HISTORY). Runs are buffered by the worker and
+written every FLUSH_INTERVAL, off the processor threads, in one
+history_append.lua call: one stream entry per chunk of at most CHUNK runs,
+fields ``identity``, ``count``, ``through`` (the stream's running total of runs)
+and ``runs`` (a JSON array of [jid, class, queue, status, started, duration_ms,
+error_class, error_message]). Like the stat counters a lost flush is accepted
+rather than replayed (a replay would duplicate runs). docs/history.md
+documents the stream; djwork.api.History reads it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ logger = logging.getLogger("djwork.history")
 
 FLUSH_INTERVAL = 0.25
 MAX_BUFFER = 50_000
-FIELDS = ("jid", "class", "queue", "status", "started", "duration_ms", "error_class", "error_message", "identity")
-FIELD_NAMES_JSON = orjson.dumps(FIELDS)
+# Runs per stream entry: bounds what a reader pulls for one entry (a page of 50
+# runs never drags in a whole 500-run flush) and how far the cap can overshoot.
+CHUNK = 200
+RUN_FIELDS = ("jid", "class", "queue", "status", "started", "duration_ms", "error_class", "error_message")
 
 
 class HistoryRecorder(PeriodicComponent):
@@ -36,7 +39,7 @@ class HistoryRecorder(PeriodicComponent):
         super().__init__()
         self.identity = identity
         self.max_length = max_length
-        self.dropped = 0  # entries refused by a full buffer since the last flush
+        self.dropped = 0  # runs refused by a full buffer since the last flush
         self._buffer: collections.deque[tuple[str, str, str, str, float, float, str, str]] = collections.deque()
 
     def interval(self) -> float:
@@ -64,26 +67,32 @@ class HistoryRecorder(PeriodicComponent):
         if dropped:
             logger.warning("djwork: %d history entries dropped: the buffer was full (%d) while Redis was away",
                            dropped, MAX_BUFFER)
-        entries = []
+        runs = []
         try:
             while True:
-                entries.append(self._buffer.popleft())
+                runs.append(self._buffer.popleft())
         except IndexError:
             pass
-        if not entries:
+        if not runs:
             return
 
-        args = [self.max_length, FIELD_NAMES_JSON, orjson.dumps(entries), self.identity]
-
-        def write(conn: Any) -> None:
-            scripts.evaluate(conn, "history_append", [keys.HISTORY], args)
-
         try:
-            redis_layer.run(write)
+            redis_layer.run(lambda conn: append(conn, self.identity, self.max_length, runs))
         except Exception as error:
-            logger.warning("djwork: %d history entries lost: %s", len(entries), error)
+            logger.warning("djwork: %d history entries lost: %s", len(runs), error)
 
     def stop(self, timeout: float = 5.0) -> None:
         super().stop(timeout)
         self.flush()
 
+
+def append(conn: Any, identity: str, max_length: int, runs: list[Any]) -> int:
+    """Write ``runs`` (record tuples in RUN_FIELDS order, oldest first) in one history_append.lua call.
+
+    One entry per CHUNK runs; returns the runs appended. The stream then keeps about ``max_length`` runs.
+    """
+    args: list[Any] = [max_length, identity]
+    for start in range(0, len(runs), CHUNK):
+        chunk = runs[start:start + CHUNK]
+        args += (len(chunk), orjson.dumps(chunk))
+    return scripts.evaluate(conn, "history_append", [keys.HISTORY], args)

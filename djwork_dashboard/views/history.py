@@ -11,7 +11,8 @@ from djwork import api
 from djwork.api.history import STATUSES
 from djwork_dashboard.views.base import page_view, render_page
 
-STREAM_ID = re.compile(r"\A\d+-\d+\Z")
+# A run id: "<stream entry id>/<index in the entry>", or a bare entry id (older one-run entries).
+RUN_ID = re.compile(r"\A[0-9]+-[0-9]+(/[0-9]+)?\Z")
 # Where a run with this outcome left its job: the row's jid links to that set, searched for the jid.
 RUN_SETS = {"retry": "retries", "dead": "dead", "rescheduled": "scheduled"}
 PER_PAGE = 50
@@ -26,8 +27,8 @@ def history(request: HttpRequest) -> HttpResponse:
     if status and status not in STATUSES:
         messages.warning(request, f"“{status[:40]}” is not a status; showing every status.")
         status = ""
-    if before and not STREAM_ID.match(before):
-        messages.warning(request, "That page marker is not a stream id; showing the newest runs.")
+    if before and not RUN_ID.match(before):
+        messages.warning(request, "That page marker is not a history run id; showing the newest runs.")
         before = None
     page = api.History.recent(PER_PAGE, klass=klass, status=status, queue=queue, before=before)
     filters = {"class": klass, "status": status, "queue": queue}

@@ -15,6 +15,8 @@ import time
 import zlib
 from typing import Any
 
+from djwork.worker.history import append
+
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
 XSS_CLASS = f"Evil{XSS_SCRIPT}"
@@ -27,6 +29,9 @@ def dumps(value: Any) -> str:
 
 def jid() -> str:
     return os.urandom(12).hex()
+
+
+new_jid = jid  # for the functions whose ``jid`` parameter hides this one
 
 
 def job(klass: str = "HardJob", args: list[Any] | None = None, queue: str = "default", **fields: Any) -> dict:
@@ -110,11 +115,11 @@ def process(redis: Any, identity: str, *, version: str = "7.3.10", queues: list[
 
 def history(redis: Any, *, klass: str = "HardJob", status: str = "ok", queue: str = "default",
             duration_ms: float = 12.5, error_class: str = "", error_message: str = "", started: float | None = None,
-            identity: str = "host:1:abc") -> str:
-    """One djwork:history entry (docs/history.md)."""
-    entry_id = redis.xadd("djwork:history", {
-        "jid": jid(), "class": klass, "queue": queue, "status": status,
-        "started": f"{started if started is not None else time.time():.6f}", "duration_ms": f"{duration_ms:.3f}",
-        "error_class": error_class, "error_message": error_message, "identity": identity,
-    })
-    return entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+            identity: str = "host:1:abc", jid: str | None = None) -> str:
+    """One run appended to djwork:history by the worker's own writer (docs/history.md); returns its run id."""
+    append(redis, identity, 10_000, [(jid or new_jid(), klass, queue, status,
+                                      time.time() if started is None else started, duration_ms, error_class,
+                                      error_message)])
+    ((entry_id, _fields),) = redis.xrevrange("djwork:history", count=1)
+    return f"{entry_id.decode() if isinstance(entry_id, bytes) else entry_id}/0"
+

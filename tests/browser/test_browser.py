@@ -16,7 +16,7 @@ import pytest
 from tests import worker_jobs
 from tests.browser import seed
 from tests.browser.live import VIEWER, login, shoot
-from tests.helpers_worker import counts, wait_until
+from tests.helpers_worker import counts, history_runs, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -104,7 +104,7 @@ def test_every_page_renders_real_data(cluster, worker, admin_page, screenshots):
     assert data["dead"]["jid"] in page.locator("#entries").inner_text()
     shoot(page, screenshots, "08-dead")
     page.goto(f"{cluster.base_url}/djwork/history/")
-    wait_until(lambda: redis.xlen("djwork:history") > 100, 10, "history entries")
+    wait_until(lambda: len(history_runs(redis)) > 100, 10, "history runs")
     page.reload()
     assert page.locator("#runs tbody tr").count() == 50
     shoot(page, screenshots, "09-history")

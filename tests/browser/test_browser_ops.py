@@ -84,8 +84,7 @@ def test_search_error_messages_and_history_links(cluster, admin_page, screenshot
     failed = seed.failed(seed.job(klass="app.Charge", args=["order-77"]), count=1, message="gateway said NOPE-4711")
     seed.zadd(redis, "retry", failed, time.time() + 3600)
     seed.history(redis, klass="app.Charge", status="retry", error_message="gateway said NOPE-4711")
-    redis.xadd("djwork:history", {"jid": failed["jid"], "class": "app.Charge", "queue": "default", "status": "retry",
-                                  "started": f"{time.time():.6f}", "duration_ms": "3.000"})
+    seed.history(redis, jid=failed["jid"], klass="app.Charge", status="retry", duration_ms=3.0)
     page = admin_page
     page.goto(f"{cluster.base_url}/djwork/retries/")
     page.fill("input[name=q]", "nope-4711")

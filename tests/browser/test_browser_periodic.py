@@ -21,7 +21,7 @@ import pytest
 from djwork import keys
 from tests.browser import seed
 from tests.browser.live import SCREENSHOTS, VIEWER, Cluster, login, require_browser, shoot
-from tests.helpers_worker import wait_until
+from tests.helpers_worker import history_runs, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -73,9 +73,9 @@ def paused(cluster: Cluster, entry_id: str) -> bool:
 
 
 def history_status(cluster: Cluster, jid: str) -> str:
-    for _id, fields in cluster.redis.xrevrange(keys.HISTORY, count=500):
-        if fields.get(b"jid") == jid.encode():
-            return fields.get(b"status", b"").decode()
+    for run in reversed(history_runs(cluster.redis)):
+        if run.jid == jid:
+            return run.status
     return ""
 
 
