@@ -18,7 +18,6 @@ atomically as fetch.lua does.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from djwork import keys, revoke_events, scripts
 from djwork import redis as redis_layer
 from djwork.conf import Capsule
 from djwork.payload import StoredPayload, stored_payload
+from djwork.worker.isolation import IsolationGate
 
 logger = logging.getLogger("djwork.worker")
 
@@ -95,51 +95,6 @@ class SentFetch:
     isolated_allowed: int  # the isolation token reserved for it (0 or 1)
     script_keys: list[str]
     command: tuple[Any, ...]  # the EVALSHA, sent again as EVAL after NOSCRIPT
-
-
-class IsolationGate:
-    """One isolated job at a time per process, shared by every capsule's fetcher.
-
-    A token is reserved before a fetch (so two capsules fetching at once can't
-    both take one) and settled with what the fetch took; a finished isolated
-    job gives it back. An idle process's takers also look at the isolated
-    lists (their blocking take watches only the queue), each list at most
-    once per ``check_interval``.
-    """
-
-    def __init__(self, check_interval: float = 2.0) -> None:
-        self._lock = threading.Lock()
-        self._held = False
-        self.check_interval = check_interval
-        self._next_check: dict[str, float] = {}
-
-    def due(self, list_key: str) -> bool:
-        """Whether an idle taker should look at this isolated list now (each list at most once per interval).
-
-        Per list: one clock for the whole process let the takers of other
-        queues spend every look, and an isolated job waited 87 s on an idle worker.
-        """
-        with self._lock:
-            now = time.monotonic()
-            if self._held or now < self._next_check.get(list_key, 0.0):
-                return False
-            self._next_check[list_key] = now + self.check_interval
-            return True
-
-    def reserve(self) -> int:
-        with self._lock:
-            if self._held:
-                return 0
-            self._held = True
-            return 1
-
-    def settle(self, reserved: int, taken: int) -> None:
-        if reserved and not taken:
-            self.release()
-
-    def release(self) -> None:
-        with self._lock:
-            self._held = False
 
 
 class Fetcher:
