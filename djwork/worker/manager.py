@@ -42,7 +42,7 @@ HOT_PROCESSORS = 1
 ESCALATE_AFTER = 0.003
 # Through a backlog, a processor sends the next batch's fetch when this few jobs still wait
 # (Dispatcher.refill), so the round trip overlaps them. More would shrink the batches.
-REFILL_AHEAD = 2
+REFILL_AHEAD = 1
 
 # Runs a job on the calling thread; returns None, or a coroutine job (coroutine_jobs.py) to put on the loop.
 RunJob = Callable[[UnitOfWork, AckBuffer], Any]
