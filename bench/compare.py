@@ -106,7 +106,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--io-places", type=int, default=500, help="djwork's ASYNC_CONCURRENCY for --io")
     parser.add_argument("--embedded", action="store_true", help="add the embedded-in-gunicorn table (target 6)")
     parser.add_argument("--embedded-jobs", type=int, default=20_000)
-    parser.add_argument("--embedded-requests", type=int, help="requests per phase (default 2000; --quick 400)")
+    parser.add_argument("--embedded-requests", type=int, help="requests per phase (default 6000; --quick 400)")
     parser.add_argument("--embedded-args", default="--yield 1 --worker-class djwork.gunicorn.EmbeddedWorker",
                         help="more options for bench/embedded.py (default: the setup docs/deployment.md advises)")
     parser.add_argument("--deadline", type=float, default=300,
@@ -117,7 +117,7 @@ def parse() -> argparse.Namespace:
     opts = parser.parse_args()
     opts.jobs = opts.jobs or (5_000 if opts.quick else 20_000)
     opts.probes = opts.probes or (400 if opts.quick else 1000)
-    opts.embedded_requests = opts.embedded_requests or (400 if opts.quick else 2000)
+    opts.embedded_requests = opts.embedded_requests or (400 if opts.quick else 6000)
     if opts.jobs < 1000:
         parser.error("--jobs must be at least 1,000 (a no-op drain counts by the hundred per process)")
     opts.wanted = [name.strip().lower() for name in opts.systems.split(",") if name.strip()]
