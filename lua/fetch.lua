@@ -19,11 +19,11 @@
 --
 -- A job that finished after its process's shutdown deadline pushed it back
 -- is listed in djwork:finished-late; its copy is dropped here (and reported)
--- rather than run a second time. One EXISTS per call while the hash is empty.
+-- rather than run a second time. Nothing per call while the hash is empty (the rare keys' EXISTS).
 --
 -- A revoked job (djwork:revoked, docs/celery.md) that is fetched anyway (revoked while on its way
 -- here, or missed by the revoke's bounded search) is dropped the same way: its locks released, its
--- batch told it died. One EXISTS per call while nothing is revoked.
+-- batch told it died. Nothing per call while nothing is revoked (the rare keys' EXISTS).
 --
 -- An ack may carry the job's result (docs/celery.md): written into its result HASH in this same
 -- step (result_lib), so storing a result costs no round trip of its own.
@@ -60,11 +60,19 @@ local function failed(reply, ...)
   return false
 end
 
+-- One EXISTS over the keys that are nearly always absent (the paused SET, orphan counts, finished-late
+-- marks, revokes, every isolated list): while it answers 0, their checks below cost nothing more.
+-- Each was a command of its own per call, and inside a script every command has a fixed cost.
+local rare = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}
+for i = 1, queue_count do rare[#rare + 1] = KEYS[5 + 3 * i] end
+local rare_present = redis.pcall('EXISTS', unpack(rare))
+rare_present = type(rare_present) ~= 'number' or rare_present > 0
+
 local position = 5 + queue_count
 local guard = ack_count > 0 and result_guard(KEYS[4], KEYS[5])
 -- Only a job recovered from a dead process has an orphan count: while none has (the hash is absent,
 -- nearly always), one EXISTS per call replaces an HDEL per ack.
-local orphans = ack_count > 0 and redis.pcall('EXISTS', KEYS[2]) ~= 0
+local orphans = ack_count > 0 and rare_present and redis.pcall('EXISTS', KEYS[2]) ~= 0
 local acked = {}  -- queue index -> payloads to take off its in-progress list
 -- Queue positions looked up by their text: tonumber() would run strtod once per ack.
 local position_of, long_position_of = {}, {}
@@ -113,12 +121,12 @@ for i = 1, queue_count do
   if taken >= limit then break end
   local queue_key, in_progress_key, isolated_key = KEYS[5 + 3 * i - 2], KEYS[5 + 3 * i - 1], KEYS[5 + 3 * i]
   local name = ARGV[4 + i]
-  local is_paused = redis.pcall('SISMEMBER', KEYS[1], name)
+  local is_paused = rare_present and redis.pcall('SISMEMBER', KEYS[1], name) or 0
   if failed(is_paused, KEYS[1]) then is_paused = 0 end
   if is_paused == 1 then
     paused[#paused + 1] = name
   else
-    if reliable and isolated_allowed > 0 then
+    if reliable and isolated_allowed > 0 and rare_present then
       local payload = redis.pcall('LMOVE', isolated_key, in_progress_key, 'RIGHT', 'LEFT')
       if failed(payload, isolated_key, in_progress_key) then
         payload = false
@@ -175,7 +183,7 @@ local function release_locks_of(job, jid)
 end
 
 local skipped = {}
-if #fetched > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
+if #fetched > 0 and rare_present and redis.call('EXISTS', KEYS[3]) == 1 then
   local kept = {}
   for j = 1, #fetched, 2 do
     local index, payload = fetched[j], fetched[j + 1]
@@ -196,7 +204,7 @@ if #fetched > 0 and redis.call('EXISTS', KEYS[3]) == 1 then
   fetched = kept
 end
 local revoked = {}
-if #fetched > 0 and redis.call('EXISTS', KEYS[4]) == 1 then
+if #fetched > 0 and rare_present and redis.call('EXISTS', KEYS[4]) == 1 then
   local now = result_now()
   local kept = {}
   for j = 1, #fetched, 2 do

@@ -109,7 +109,7 @@ def test_a_fetch_whose_acks_store_no_result_reads_no_result_guard(raw_redis):
                          [0, "reliable", 1, 0, "guard", -1, '{"jid":"g1"}', "g1", "", result_key, spec])
         return raw_redis.info("commandstats").get("cmdstat_exists", {}).get("calls", 0)
 
-    # One EXISTS per call is the orphan-counts guard (fetch.lua); the result pair comes on top.
+    # One EXISTS per call guards the rarely present keys (fetch.lua); the result pair comes on top.
     assert exists_calls_of_an_ack("", "") == 1
     assert exists_calls_of_an_ack("t:g1", result_record.success_spec(None, get_config())) == 3
     assert raw_redis.hget("t:g1", "state") == b"SUCCESS"
