@@ -263,18 +263,27 @@ class DedicatedConnection:
                 raise
         raise AssertionError("unreachable: the second attempt returns or raises")
 
-    def receive(self, block: Callable[[Any], T]) -> T:
-        """Read what a ``run`` block sent without waiting (a reply in flight): never replayed, never checked first.
+    def receive(self, block: Callable[[Any], T], replay: Callable[[Any], T] | None = None) -> T:
+        """Read what a ``run`` block sent without waiting (a reply in flight), never checking the socket first.
 
         The staleness check of ``run`` would take the awaited reply for a
         closed socket's EOF; and a reply lost here may hide what the command
-        did, so any failure drops the connection and propagates.
+        did, so any failure drops the connection and propagates. Except a
+        failover refusal (READONLY, ...): nothing ran, so ``replay`` (send and
+        read it again) goes through ``run`` on a new connection, as a refusal
+        inside ``run`` would.
         """
         connection = self._connection
         if connection is None:
             raise redis_py.exceptions.ConnectionError("djwork: the fetch connection was closed with a reply in flight")
         try:
             return block(connection)
+        except ResponseError as error:
+            self.close()
+            if replay is None or not is_failover_reply(error):
+                raise
+            (self._layer or get_layer()).notify(RedisEvent("retry", "failover", error, 1, self.purpose, False))
+            return self.run(replay)
         except BaseException:
             self.close()
             raise

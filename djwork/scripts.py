@@ -99,37 +99,38 @@ def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[s
 
     No pool, no client wrapper: for the worker's fetch, which runs once per batch.
     """
-    command = _evalsha(name, keys, args)
-    (reply,) = redis_layer.exchange(connection, [command])
-    if isinstance(reply, NoScriptError):
-        (reply,) = redis_layer.exchange(connection, [_as_eval(command, name)])
-    if isinstance(reply, Exception):
-        raise named_on_connection(connection, reply, f"Lua script {name!r}", keys)
-    return reply
+    send_on_connection(connection, name, keys, args)
+    return receive_on_connection(connection, name, keys, args)
 
 
 def send_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
-                       args: list[Any] | tuple[Any, ...] = ()) -> tuple[Any, ...]:
-    """The first half of ``evaluate_on_connection``: send the EVALSHA, don't wait; returns the command.
+                       args: list[Any] | tuple[Any, ...] = ()) -> None:
+    """The first half of ``evaluate_on_connection``: send the EVALSHA, don't wait.
 
     For the worker's refill, which sends the next batch's fetch while it still
-    runs the last jobs of this one, and reads the reply (``receive_on_connection``)
-    when it needs the jobs. The caller sends nothing else on the connection between the two.
+    runs the last jobs of this one, and reads the reply (``receive_on_connection``,
+    with the same arguments) when it needs the jobs. Nothing else goes out on the
+    connection between the two.
     """
-    command = _evalsha(name, keys, args)
-    connection.send_packed_command(redis_layer.pack(connection, [command]))
-    return command
+    connection.send_packed_command(redis_layer.pack(connection, [_evalsha(name, keys, args)]))
 
 
-def receive_on_connection(connection: Any, name: str, command: tuple[Any, ...],
-                          keys: list[str] | tuple[str, ...] = ()) -> Any:
-    """The reply to ``send_on_connection``'s command; NOSCRIPT answered by an EVAL round trip, as ``evaluate`` does."""
+def receive_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
+                          args: list[Any] | tuple[Any, ...] = ()) -> Any:
+    """The reply to ``send_on_connection``; NOSCRIPT answered by an EVAL round trip, as ``evaluate`` does.
+
+    An error reply is raised (a WRONGTYPE naming its key); any other failure
+    disconnects, so a half-read socket is never used again.
+    """
     try:
         reply = connection.read_response()
     except ResponseError as error:
         reply = error
+    except BaseException:
+        connection.disconnect()
+        raise
     if isinstance(reply, NoScriptError):
-        (reply,) = redis_layer.exchange(connection, [_as_eval(command, name)])
+        (reply,) = redis_layer.exchange(connection, [_as_eval(_evalsha(name, keys, args), name)])
     if isinstance(reply, Exception):
         raise named_on_connection(connection, reply, f"Lua script {name!r}", keys)
     return reply

@@ -642,3 +642,48 @@ def test_changed_settings_drop_the_pools_built_from_the_old_ones(raw_redis, sett
     assert before._clients == {}  # closed, not left dialling the old settings' server
     settings.CACHES = {**settings.CACHES}
     assert redis_layer.get_layer() is not after
+
+
+def test_a_refusal_read_after_a_send_ahead_is_sent_again_on_a_new_connection(replication, make_layer,
+                                                                             events) -> None:
+    # The worker's refill sends its fetch and reads the reply later (DedicatedConnection.receive):
+    # a refusal there ran nothing, so it is replayed as one inside run() would be, never a lost reply.
+    primary = redis_py.Redis(port=replication[0].port)
+    primary.delete(KEY)  # the replication servers outlive a test
+    primary.config_set("min-replicas-to-write", 5)  # more than exist: every write gets NOREPLICAS
+
+    def heal(event: RedisEvent) -> None:
+        primary.config_set("min-replicas-to-write", 0)
+
+    own = redis_layer.DedicatedConnection("fetch", make_layer(replication[0].url))
+    redis_layer.add_listener(heal)
+    try:
+        own.run(lambda connection: connection.send_packed_command(
+            redis_layer.pack(connection, [("LPUSH", KEY, "job")])))
+        assert own.receive(lambda connection: connection.read_response(), replay=push_on) == [1]
+        assert primary.lrange(KEY, 0, -1) == [b"job"]
+    finally:
+        own.close()
+        redis_layer.remove_listener(heal)
+        primary.config_set("min-replicas-to-write", 0)
+        primary.close()
+    assert kinds(events) == [("retry", "failover")]
+    assert str(events[0].error).startswith("NOREPLICAS")
+
+
+def test_a_refusal_read_after_a_send_ahead_without_a_replay_propagates(replication, make_layer, events) -> None:
+    primary = redis_py.Redis(port=replication[0].port)
+    primary.delete(KEY)  # the replication servers outlive a test
+    primary.config_set("min-replicas-to-write", 5)
+    own = redis_layer.DedicatedConnection("fetch", make_layer(replication[0].url))
+    try:
+        own.run(lambda connection: connection.send_packed_command(
+            redis_layer.pack(connection, [("LPUSH", KEY, "job")])))
+        with pytest.raises(ResponseError, match="NOREPLICAS"):
+            own.receive(lambda connection: connection.read_response())
+        assert primary.exists(KEY) == 0
+    finally:
+        own.close()
+        primary.config_set("min-replicas-to-write", 0)
+        primary.close()
+    assert events == []

@@ -94,7 +94,7 @@ class SentFetch:
     order: list[int]  # queue indexes in the order the script took them
     isolated_allowed: int  # the isolation token reserved for it (0 or 1)
     script_keys: list[str]
-    command: tuple[Any, ...]  # the EVALSHA, sent again as EVAL after NOSCRIPT
+    args: list[Any]  # the script's arguments: read against, and sent again after a refusal
 
 
 class Fetcher:
@@ -181,19 +181,20 @@ class Fetcher:
                     args.extend((position_of[ack.queue_index], ack.raw))
         script_keys = self.script_keys(order)
         try:
-            command = self._connection.run(
-                lambda connection: scripts.send_on_connection(connection, "fetch", script_keys, args))
+            self._connection.run(lambda connection: scripts.send_on_connection(connection, "fetch", script_keys, args))
         except BaseException:
             self.isolation.settle(isolated_allowed, 0)
             raise
-        return SentFetch(limit, acks, order, isolated_allowed, script_keys, command)
+        return SentFetch(limit, acks, order, isolated_allowed, script_keys, args)
 
     def receive(self, sent: SentFetch) -> list[UnitOfWork]:
         """The jobs a ``send`` took (its acks settled); raises if the reply is lost (the caller reconciles)."""
         try:
             fetched, paused, broken, skipped, revoked = self._connection.receive(
-                lambda connection: scripts.receive_on_connection(connection, "fetch", sent.command,
-                                                                 sent.script_keys))
+                lambda connection: scripts.receive_on_connection(connection, "fetch", sent.script_keys, sent.args),
+                # Refused (a replica, a primary failing over): nothing ran, so it is sent again.
+                replay=lambda connection: scripts.evaluate_on_connection(connection, "fetch", sent.script_keys,
+                                                                         sent.args))
         except BaseException:
             # Unknown whether an isolated job was taken; a reconcile adopts it unflagged.
             self.isolation.settle(sent.isolated_allowed, 0)
