@@ -28,9 +28,10 @@ def cpu_seconds(client: redis.Redis) -> float:
 
 
 def one_round(client: redis.Redis, runs: int, flush: int, max_length: int) -> tuple[float, float]:
+    from djwork import keys
     from djwork.worker.history import HistoryRecorder
 
-    client.delete("djwork:history")
+    client.delete(keys.HISTORY)
     recorder = HistoryRecorder("bench-host:1:0123456789ab", max_length)
     recorder.record("warm-up", "app.jobs.Warm", "default", "ok", time.time(), 0.1)
     recorder.flush()  # the script is cached before the measured window

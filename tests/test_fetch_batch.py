@@ -154,16 +154,22 @@ class _Capsule:
         self.work.close()
 
 
-def test_a_refill_with_a_job_still_waiting_sends_now_and_the_processor_that_runs_dry_reads_it(
-        raw_redis, fetchers):
+def _refill_sent(raw_redis, fetchers) -> tuple[_Capsule, Fetcher, UnitOfWork]:
+    """Three slots running job-0..2 from a queue of 8; job-0 finished and the refill sent with two still waiting."""
     _enqueue(raw_redis, 8)
     fetcher = fetchers(concurrency=3)
     capsule = _Capsule(fetcher, 3)
     capsule.running(fetcher.fetch(3, []))
     first = capsule.work.get()
     capsule.finish(first)
-    capsule.dispatcher.refill()  # two jobs still wait: sent, not read
+    capsule.dispatcher.refill()
     assert capsule.dispatcher.sent is not None and capsule.dispatcher.fetching
+    return capsule, fetcher, first
+
+
+def test_a_refill_with_a_job_still_waiting_sends_now_and_the_processor_that_runs_dry_reads_it(
+        raw_redis, fetchers):
+    capsule, _fetcher, first = _refill_sent(raw_redis, fetchers)
     # The ack rode on the sent fetch: it is off the in-progress list already.
     assert first.raw not in raw_redis.lrange(IN_PROGRESS, 0, -1)
     second, third = capsule.work.get(), capsule.work.get()
@@ -179,14 +185,7 @@ def test_a_refill_with_a_job_still_waiting_sends_now_and_the_processor_that_runs
 def test_a_sent_refill_nobody_reads_is_read_by_the_dispatcher(raw_redis, fetchers):
     # The processor that sent it took another job (a long one, say) and no other finishes: the
     # fetched jobs would sit in held slots. The dispatcher reads the reply after the escalation period.
-    _enqueue(raw_redis, 8)
-    fetcher = fetchers(concurrency=3)
-    capsule = _Capsule(fetcher, 3)
-    capsule.running(fetcher.fetch(3, []))
-    first = capsule.work.get()
-    capsule.finish(first)
-    capsule.dispatcher.refill()
-    assert capsule.dispatcher.sent is not None
+    capsule, _fetcher, _first = _refill_sent(raw_redis, fetchers)
     capsule.work.get()
     capsule.work.get()  # every processor is busy from here on
     capsule.dispatcher.start()
@@ -199,12 +198,7 @@ def test_a_sent_refill_nobody_reads_is_read_by_the_dispatcher(raw_redis, fetcher
 
 
 def test_stopping_reads_a_sent_refill_so_its_jobs_are_counted_and_requeued(raw_redis, fetchers):
-    _enqueue(raw_redis, 8)
-    fetcher = fetchers(concurrency=3)
-    capsule = _Capsule(fetcher, 3)
-    capsule.running(fetcher.fetch(3, []))
-    capsule.finish(capsule.work.get())
-    capsule.dispatcher.refill()
+    capsule, fetcher, _first = _refill_sent(raw_redis, fetchers)
     capsule.dispatcher.start()
     capsule.stop()
     assert capsule.dispatcher.sent is None

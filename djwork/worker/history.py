@@ -29,7 +29,6 @@ MAX_BUFFER = 50_000
 # Runs per stream entry: bounds what a reader pulls for one entry (a page of 50
 # runs never drags in a whole 500-run flush) and how far the cap can overshoot.
 CHUNK = 200
-RUN_FIELDS = ("jid", "class", "queue", "status", "started", "duration_ms", "error_class", "error_message")
 
 
 class HistoryRecorder(PeriodicComponent):
@@ -87,7 +86,7 @@ class HistoryRecorder(PeriodicComponent):
 
 
 def append(conn: Any, identity: str, max_length: int, runs: list[Any]) -> int:
-    """Write ``runs`` (record tuples in RUN_FIELDS order, oldest first) in one history_append.lua call.
+    """Write ``runs`` (tuples as ``record`` keeps them, oldest first) in one history_append.lua call.
 
     One entry per CHUNK runs; returns the runs appended. The stream then keeps about ``max_length`` runs.
     """
