@@ -29,6 +29,13 @@ def setup_django() -> None:
     django.setup()
 
 
+def noop_target(total: int, processes: int) -> int:
+    """Where a no-op drain of `total` jobs ends: each worker process adds 100 per 100 of its own runs, so up
+    to 99 runs per process never reach the counter; the last full hundred it is sure to reach is this."""
+    floor = max(100, total - 99 * processes)
+    return -(-floor // 100) * 100
+
+
 def start_worker(concurrency: int = 10, processes: int = 1, extra: list[str] | None = None) -> subprocess.Popen:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "bench.settings", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, str(ROOT / "manage.py"), "runworkers", "-c", str(concurrency), "-q", "bench"]

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 import redis
-from common import ROOT, descendants, tree_rss_kb
+from common import ROOT, descendants, noop_target, tree_rss_kb
 from compare_procs import Failure, Processes, System, tail
 from cpu_per_job import cpu_seconds
 
@@ -74,13 +74,6 @@ def redis_counts(client: redis.Redis) -> tuple[float, dict[str, tuple[int, int]]
     stats = client.info("commandstats")
     calls = {name.removeprefix("cmdstat_"): (int(entry["calls"]), int(entry["usec"])) for name, entry in stats.items()}
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), calls
-
-
-def noop_target(total: int, processes: int) -> int:
-    """Where a no-op drain of `total` jobs ends: each worker process adds 100 per 100 of its own runs, so up
-    to 99 runs per process never reach the counter; the last full hundred it is sure to reach is this."""
-    floor = max(100, total - 99 * processes)
-    return -(-floor // 100) * 100
 
 
 class Bench:

@@ -2,9 +2,11 @@
 
 HandOff decides from three readings: the monotonic clock (is a job still
 fresh, has one waited long enough to escalate, has a tuning window passed),
-the process's CPU time (grow or shrink the limit) and the load average.
-Here a ``Clock`` stands in for the ``time`` module inside handoff.py and the
-load average is pinned, so each test moves time and CPU use by hand; jobs
+the process's CPU time (grow or shrink the limit) and whether the deciding
+thread was kept waiting for a CPU (its run-queue wait, or where the kernel
+gives none, the load average). Here a ``Clock`` stands in for the ``time``
+module inside handoff.py and for the run-queue reading, and the load average
+is pinned, so each test moves time, CPU use and waiting by hand; jobs
 are gated by events the test releases. Nothing depends on how fast the
 machine runs the threads: every assertion is made once the pool has
 settled (each thread either runs a gated job or sleeps in get() with no
@@ -34,6 +36,10 @@ class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
         self.cpu = 0.0
+        self.runqueue: float | None = None  # None: no run-queue figure, as on a kernel without one
+
+    def runqueue_wait(self) -> float | None:
+        return self.runqueue
 
     def monotonic(self) -> float:
         return self.now
@@ -50,6 +56,7 @@ class Clock:
 def clock(monkeypatch) -> Clock:
     clock = Clock()
     monkeypatch.setattr(handoff_module, "time", clock)
+    monkeypatch.setattr(handoff_module, "runqueue_wait", clock.runqueue_wait)
     return clock
 
 
@@ -266,4 +273,32 @@ def test_a_busy_process_shrinks_the_limit_one_step_per_window(clock, idle_machin
         clock.advance(WINDOW, cpu=WINDOW)
         assert handoff.get() == "z"
     assert handoff.hot == 2  # never below minimum_hot
+    handoff.close()
+
+
+def test_a_thread_kept_off_the_cpu_shrinks_the_limit_and_one_that_was_not_grows_it(clock, monkeypatch):
+    # The load average would say "grow" throughout: only the run-queue reading can hold growth back.
+    monkeypatch.setattr(handoff_module, "machine_has_idle_cpu", lambda: True)
+    handoff: HandOff[str] = HandOff(8, 2, escalate_after=WINDOW / 2)
+    handoff.hot = 4
+    clock.runqueue = 0.0
+
+    def window(waited_share: float) -> None:
+        """One window at no CPU use with a job turned away (a process waiting on I/O, or a starved one)."""
+        handoff.put("job")
+        handoff._turned_away = True
+        clock.advance(WINDOW)
+        clock.runqueue += WINDOW * waited_share
+        assert handoff.get() == "job"
+
+    window(0.0)
+    assert handoff.hot == 4  # this thread's first reading: no run-queue figure for the window yet
+    window(0.5)
+    assert handoff.hot == 3  # runnable half the window but not running: starved, not waiting on I/O
+    window(0.5)
+    assert handoff.hot == 2
+    window(0.5)
+    assert handoff.hot == 2  # never below minimum_hot
+    window(0.0)
+    assert handoff.hot == 3  # on a CPU whenever it wanted one, and jobs were turned away: grow
     handoff.close()

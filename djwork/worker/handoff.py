@@ -21,8 +21,14 @@ core while the limit turned jobs away, one more; above ``SHRINK_ABOVE``,
 one fewer (never below ``minimum_hot``). Low CPU use only means an idle GIL
 when the machine has a core to give: on a saturated machine (two workers
 and Redis on two cores) the process is starved, not waiting, and more
-threads would only contend — so it grows only while the load average is
-below the core count.
+threads would only contend — so it grows only while the thread deciding
+spent less than ``STARVED_ABOVE`` of its time runnable but not running
+(Linux's per-thread run-queue wait), and a starved process shrinks.
+Why not the load average, as before: it trails by a minute, so a drain
+started on a quiet machine grew to every thread within half a second and
+stayed there (``--processes 2`` ran ten threads per process at 1.5 times
+the CPU per job of one hot thread). Where the kernel gives no run-queue
+figure, the load average is still the fallback.
 """
 
 from __future__ import annotations
@@ -38,6 +44,16 @@ Item = TypeVar("Item")
 TUNE_WINDOW = 0.05
 GROW_BELOW = 0.75
 SHRINK_ABOVE = 0.9
+STARVED_ABOVE = 0.1
+
+
+def runqueue_wait() -> float | None:
+    """Seconds the calling thread has spent runnable but not running (Linux), None where the kernel doesn't say."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def machine_has_idle_cpu() -> bool:
@@ -62,6 +78,7 @@ class HandOff(Generic[Item]):
         self._window_began = time.monotonic()
         self._window_cpu = time.process_time()
         self._turned_away = False
+        self._waits: dict[int, tuple[float, float]] = {}  # thread ident -> (its run-queue wait, when read)
 
     def put_many(self, items: list[Item]) -> None:
         if not items:
@@ -154,11 +171,26 @@ class HandOff(Generic[Item]):
     def _tune(self, now: float) -> None:
         cpu = time.process_time()
         busy = (cpu - self._window_cpu) / (now - self._window_began)
-        if busy < GROW_BELOW and self._turned_away and machine_has_idle_cpu():
+        starved = self._starved(now)
+        if starved is None:
+            pass  # this thread's first reading: the window has no run-queue figure to decide by
+        elif busy < GROW_BELOW and self._turned_away and not starved:
             self.hot = min(self.threads, self.hot + 1)
-        elif busy > SHRINK_ABOVE:
+        elif busy > SHRINK_ABOVE or starved:
             self.hot = max(self.minimum_hot, self.hot - 1)
         self._window_began, self._window_cpu, self._turned_away = now, cpu, False
+
+    def _starved(self, now: float) -> bool | None:
+        """Was the calling thread kept off a CPU it wanted since its last reading? None at its first one."""
+        wait = runqueue_wait()
+        if wait is None:
+            return not machine_has_idle_cpu()
+        me = threading.get_ident()
+        last = self._waits.get(me)
+        self._waits[me] = (wait, now)
+        if last is None or now <= last[1]:
+            return None
+        return (wait - last[0]) / (now - last[1]) > STARVED_ABOVE
 
     def _wake(self, count: int) -> int:
         count = max(0, min(count, self._sleeping - self._woken))
