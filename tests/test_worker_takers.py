@@ -4,7 +4,9 @@ An idle worker blocks on its queues with BLMOVE straight into its in-progress
 lists, one blocked connection per free slot (at least one per queue). These
 tests look at that from outside: what Redis says its clients are doing, a
 stop that unblocks them, a pause that starts while they block, a reply lost
-on the way back, and a single slot shared by two queues.
+on the way back, a single slot shared by two queues, and the job a taker
+takes running on the taker's own thread (a stop past the deadline does not
+wait for it as for a taker blocked in Redis).
 
 FETCH_TIMEOUT is set far longer than any wait here where the point is that
 something happens without waiting out a block: without the mechanism under
@@ -152,3 +154,32 @@ def test_takers_recover_when_every_connection_is_cut(workers, raw_redis, redis_u
         assert worker.alive()
         worker.send(signal.SIGTERM)
         assert worker.wait_exit(10) == 0
+
+
+def test_a_taker_runs_the_job_it_takes_and_the_other_takers_keep_watching(workers, raw_redis):  # noqa: F811
+    worker = workers.start("-c", "2", "-q", "default", overrides={"FETCH_TIMEOUT": NEVER})
+    worker.identity(raw_redis)
+    wait_until(lambda: len(blocked_takers(raw_redis)) == 2, 20, "two blocked takers")
+    worker_jobs.slow.delay("held", NEVER)
+    wait_until(lambda: raw_redis.hget(worker_jobs.STARTS, "held") == b"1", 20, "the long job to start")
+    # Its taker runs it; the other still blocks on the queue and takes the next job at once.
+    wait_until(lambda: len(blocked_takers(raw_redis)) == 1, 20, "one taker still blocked")
+    worker_jobs.where.delay("picked-up")
+    wait_until(lambda: counts(raw_redis).get("picked-up") == 1, 20, "the second job")
+    [fact] = worker_jobs.notes(raw_redis, key="picked-up")
+    assert fact["thread"].startswith("djwork-taker-default-"), fact
+
+
+def test_a_stop_past_the_deadline_does_not_wait_for_a_taker_running_a_job(workers, raw_redis):  # noqa: F811
+    # FETCH_TIMEOUT is a minute: a stop that waited for the taker as for one blocked in Redis would take
+    # that long (its join bound); the job is requeued at the 1 s deadline, as a processor's would be.
+    worker = workers.start("-c", "1", "-q", "default", overrides={"FETCH_TIMEOUT": NEVER, "TIMEOUT": 1})
+    worker.identity(raw_redis)
+    wait_until(lambda: len(blocked_takers(raw_redis)) == 1, 20, "a blocked taker")
+    job = worker_jobs.slow.delay("stuck", NEVER)
+    wait_until(lambda: raw_redis.hget(worker_jobs.STARTS, "stuck") == b"1", 20, "the job to start")
+    worker.send(signal.SIGTERM)
+    assert worker.wait_exit(NEVER / 3) == 0
+    assert [json.loads(raw)["jid"] for raw in raw_redis.lrange("queue:default", 0, -1)] == [job.jid]
+    assert not any(in_progress_items(raw_redis).values())
+    assert "did not stop in time" not in worker.log()

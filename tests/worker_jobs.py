@@ -64,6 +64,13 @@ def record(key):
 
 
 @djwork.job
+def where(key):
+    """Notes the name of the thread the job ran on."""
+    note(key=key, thread=threading.current_thread().name)
+    _count(key)
+
+
+@djwork.job
 def slow(key, seconds):
     conn().hincrby(STARTS, str(key), 1)
     time.sleep(seconds)

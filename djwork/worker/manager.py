@@ -65,7 +65,8 @@ class Manager:
         self.acks = AckBuffer(fetcher.reliable)
         self.work: HandOff[UnitOfWork] = HandOff(capsule.concurrency, HOT_PROCESSORS, ESCALATE_AFTER)
         arrived = threading.Event()
-        self.takers = Takers(fetcher, self.slots, self.acks, self.work, arrived.set, fetch_timeout, socket_timeout)
+        self.takers = Takers(fetcher, self.slots, self.acks, self.work, arrived.set, fetch_timeout, socket_timeout,
+                             run=self.run_unit)
         self.dispatcher = Dispatcher(capsule.name, fetcher, self.slots, self.acks, self.takers, self.work, arrived,
                                      fetch_timeout, gate.pause if gate is not None else None)
         self.processed = 0
@@ -181,23 +182,13 @@ class Manager:
 
     def _processor_loop(self) -> None:
         me = threading.current_thread()
-        work, dispatcher, gate = self.work, self.dispatcher, self.gate
+        work, dispatcher = self.work, self.dispatcher
         try:
             while True:
                 unit = work.get()
                 if unit is None:
                     return
-                handed = False
-                unit.on_time_out = self._timed_out
-                try:
-                    if gate is not None:
-                        gate.before_job()
-                    coroutine_job = self.run_job(unit, self.acks)
-                    if coroutine_job is not None:
-                        handed = self._to_loop(unit, coroutine_job)
-                finally:
-                    if not handed and not unit.timed_out:
-                        self._release(unit)
+                self.run_unit(unit)
                 if unit.timed_out:
                     return  # abandoned at its job's hard time limit: a fresh thread has taken its place
                 if dispatcher.backlog and work.waiting() <= REFILL_AHEAD:
@@ -210,10 +201,28 @@ class Manager:
             with self.condition:
                 self.processors.discard(me)
 
+    def run_unit(self, unit: UnitOfWork) -> None:
+        """Run one job on the calling thread and settle it: a processor's step, and a queue taker's."""
+        handed = False
+        unit.on_time_out = self._timed_out
+        try:
+            if self.gate is not None:
+                self.gate.before_job()
+            coroutine_job = self.run_job(unit, self.acks)
+            if coroutine_job is not None:
+                handed = self._to_loop(unit, coroutine_job)
+        finally:
+            if not handed and not unit.timed_out:
+                self._release(unit)
+
     def _timed_out(self, unit: UnitOfWork, thread_ident: int) -> None:
         """A job ran past its hard time limit and was filed (the watchdog's thread): free its slot now and
         give its still-running thread's place to a fresh one, so capacity is not lost to a stuck job."""
         self._release(unit)
+        if self.takers.runs_a_job(thread_ident):
+            # A queue taker's: no processor was lost, and the other takers watch its queue; the stuck one
+            # takes again once its job returns.
+            return
         with self.condition:
             abandoned = next((thread for thread in self.processors if thread.ident == thread_ident), None)
         # Replaced even when the thread already ended (its late finish beat this call): it takes no
