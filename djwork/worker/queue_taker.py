@@ -1,0 +1,120 @@
+"""QueueTaker: one blocked connection that waits on one queue and takes the job that lands on it (takers.py)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from djwork import keys, scripts
+from djwork import redis as redis_layer
+from djwork.key_types import WrongTypeKey
+from djwork.payload import StoredPayload, stored_payload
+from djwork.worker.fetch import Fetcher, UnitOfWork
+
+
+class QueueTaker:
+    """A dedicated connection that blocks on one queue and takes the job that lands on it.
+
+    Reliable fetch moves the job into the in-progress list (BLMOVE), so a lost
+    reply or a crash leaves it where reconciling or orphan recovery finds it;
+    basic fetch pops it (BRPOP), as Sidekiq OSS does. The connection is its
+    own so that another thread can cut the wait short with CLIENT UNBLOCK.
+    """
+
+    def __init__(self, fetcher: Fetcher, queue_index: int) -> None:
+        self.fetcher = fetcher
+        self.queue_index = queue_index
+        self.queue = fetcher.queue_names[queue_index - 1]
+        self.queue_key = fetcher.queue_keys[queue_index - 1]
+        self.in_progress_key = fetcher.in_progress_keys[queue_index - 1]
+        self.connection: Any = None
+        self.client_id: int | None = None
+        self.wrong_type_streak = False  # failing on a key of the wrong type: logged once per streak
+        self._lock = threading.Lock()
+
+    def connect(self) -> int:
+        """Open the connection if needed and learn its id (for CLIENT UNBLOCK)."""
+        with self._lock:
+            if self.connection is None:
+                self.connection = redis_layer.dedicated_connection("fetch")
+            if self.client_id is None:
+                try:
+                    self.connection.send_command("CLIENT", "ID")
+                    self.client_id = int(self.connection.read_response())
+                except BaseException:
+                    self._drop()
+                    raise
+            return self.client_id
+
+    def take(self, timeout: float) -> tuple[str | None, bool]:
+        """Block up to ``timeout`` seconds for a job; returns (raw payload or None, queue paused?).
+
+        The paused check rides in the same round trip and runs after the take,
+        so it sees a pause that began while we were blocked.
+        """
+        connection = self.connection
+        if self.fetcher.reliable:
+            take = ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
+        else:
+            take = ("BRPOP", self.queue_key, timeout)
+        try:
+            taken, paused, finished_late, revoked = redis_layer.exchange(connection, [
+                take, ("SISMEMBER", keys.PAUSED, self.queue), ("EXISTS", keys.FINISHED_LATE),
+                ("EXISTS", keys.REVOKED)])
+        except BaseException:
+            with self._lock:
+                self._drop()
+            raise
+        for reply, candidates in ((taken, [self.queue_key, self.in_progress_key]), (paused, [keys.PAUSED])):
+            if isinstance(reply, Exception):
+                # WRONGTYPE names no key: say which. A refused take moved nothing; a failed
+                # paused check follows a take that ran (a job may be on our in-progress list).
+                error = scripts.named_on_connection(connection, reply, f"the wait on queue {self.queue}", candidates)
+                if isinstance(error, WrongTypeKey) and not error.keys:
+                    with self._lock:
+                        self._drop()  # the TYPE lookup may have failed and closed the socket: redial, new id
+                raise error
+        if taken is not None and not self.fetcher.reliable:
+            taken = taken[1]
+        if isinstance(taken, bytes):
+            taken = stored_payload(taken)
+            dropped = finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
+                self.queue_index, taken)
+            if dropped or (revoked and self.fetcher.drop_if_revoked(self.queue_index, taken)):
+                taken = None
+        return taken, bool(paused)
+
+    def is_paused(self) -> bool:
+        return bool(redis_layer.run(lambda conn: conn.sismember(keys.PAUSED, self.queue), idempotent=True))
+
+    def give_back(self, raw: StoredPayload, isolated: bool = False) -> None:
+        """Return a job taken but not run to the pop end of the list it was taken from."""
+        if self.fetcher.reliable:
+            source = self.fetcher.isolated_keys[self.queue_index - 1] if isolated else self.queue_key
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [self.in_progress_key, source],
+                                                          [raw]), idempotent=True, purpose="fetch")
+        else:
+            # Basic fetch already popped it: a lost reply here loses it, as basic fetch accepts.
+            redis_layer.run(lambda conn: conn.rpush(self.queue_key, raw), purpose="fetch")
+
+    def unit(self, raw: StoredPayload) -> UnitOfWork:
+        return UnitOfWork(queue=self.queue, queue_index=self.queue_index, raw=raw,
+                          in_progress_key=self.in_progress_key if self.fetcher.reliable else None)
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+    def _drop(self) -> None:
+        # After any error the reply stream is unknown: start over on a new socket, with a new id.
+        if self.connection is not None:
+            try:
+                self.connection.disconnect()
+            except Exception:  # pragma: no cover - teardown must not raise
+                pass
+        self.client_id = None
+
+
+def refused_take(error: BaseException, taker: QueueTaker) -> bool:
+    """The take itself was refused (its key holds the wrong type): it moved nothing, there is nothing to reconcile."""
+    return isinstance(error, WrongTypeKey) and bool({taker.queue_key, taker.in_progress_key} & set(error.keys))
