@@ -18,7 +18,7 @@ import djwork
 from djwork.options import OptionError
 from djwork.worker.time_limits import job_limits
 from tests import time_limit_jobs as jobs
-from tests.helpers_worker import in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import blocked_takers, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
 
 TIME_LIMIT_ERROR = "djwork.exceptions.TimeLimitExceeded"
 
@@ -50,9 +50,18 @@ def test_a_soft_limit_raises_inside_a_busy_loop_and_the_jobs_cleanup_runs(worker
 
 
 @pytest.mark.slow
-def test_a_hard_limit_files_the_job_to_retry_and_the_worker_keeps_its_capacity(workers, raw_redis):  # noqa: F811
-    worker = workers.start("-c", "1")
-    jid = jobs.stuck.delay("stuck").jid
+@pytest.mark.parametrize("taken_by", ["processor", "taker"])
+def test_a_hard_limit_files_the_job_to_retry_and_the_worker_keeps_its_capacity(workers, raw_redis,  # noqa: F811
+                                                                               taken_by):
+    # A job queued before the worker starts comes with its first fetch and runs on a processor thread; one
+    # pushed while the worker idles is taken by a blocked queue taker and runs on the taker's thread.
+    if taken_by == "processor":
+        jid = jobs.stuck.delay("stuck").jid
+        worker = workers.start("-c", "1")
+    else:
+        worker = workers.start("-c", "1")
+        wait_until(lambda: blocked_takers(raw_redis), 20, "a blocked taker")
+        jid = jobs.stuck.delay("stuck").jid
     entries = wait_until(lambda: _retry_entries(raw_redis, jid), 30, "the stuck job in retry")
     assert entries[0]["error_class"] == TIME_LIMIT_ERROR and entries[0]["retry_count"] == 0
     worker.wait_log(f"djwork: job {jid} (tests.time_limit_jobs.stuck) exceeded its time limit of 1s", 10)
@@ -66,7 +75,9 @@ def test_a_hard_limit_files_the_job_to_retry_and_the_worker_keeps_its_capacity(w
 
     # Its late finish neither acks, nor files, nor counts it again.
     raw_redis.set(jobs.RELEASE + "stuck", "1")
-    worker.wait_log(f"djwork: job {jid} (tests.time_limit_jobs.stuck) finished", 30)
+    late = worker.wait_log(f"djwork: job {jid} (tests.time_limit_jobs.stuck) finished", 30)
+    [line] = [line for line in late.splitlines() if f"job {jid} (tests.time_limit_jobs.stuck) finished" in line]
+    assert f" djwork-{taken_by}-default" in line, line  # the thread that ran it, as the log names it
     assert jobs.events(raw_redis, "stuck") == ["hard exception seen", "finished late"]
     worker.send(signal.SIGTERM)
     assert worker.wait_exit(30) == 0

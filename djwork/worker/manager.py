@@ -220,8 +220,8 @@ class Manager:
         give its still-running thread's place to a fresh one, so capacity is not lost to a stuck job."""
         self._release(unit)
         if self.takers.runs_a_job(thread_ident):
-            # A queue taker's: no processor was lost, and the other takers watch its queue; the stuck one
-            # takes again once its job returns.
+            # A queue taker's: no processor was lost, but its queue may have lost its only watcher.
+            self.takers.replace(thread_ident)
             return
         with self.condition:
             abandoned = next((thread for thread in self.processors if thread.ident == thread_ident), None)

@@ -80,15 +80,30 @@ class Takers:
         self.blocked: dict[int, int] = {}  # taker thread ident -> its connection's client id, while blocked
         self.running: set[int] = set()  # taker thread idents running a job they took (never in Redis then)
         self.threads: list[threading.Thread] = []
+        self._spawned = 0
+        self._roles: dict[int, tuple[int, bool]] = {}  # taker thread ident -> (queue index, first of its queue)
+        self._retired: set[int] = set()  # takers replaced while stuck in a job: they end when it returns
 
     def start(self, concurrency: int) -> None:
         queue_names = self.fetcher.queue_names
         per_queue = max(1, -(-concurrency // len(queue_names)))
         for index in range(1, len(queue_names) + 1):
             for number in range(per_queue):
-                self.threads.append(safe_thread(
-                    f"taker-{queue_names[index - 1]}-{number}",
-                    lambda index=index, first=number == 0: self._take_loop(index, first)))
+                self._spawn(index, number == 0)
+
+    def _spawn(self, queue_index: int, first: bool) -> None:
+        self._spawned += 1
+        self.threads.append(safe_thread(f"taker-{self.fetcher.queue_names[queue_index - 1]}-{self._spawned - 1}",
+                                        lambda: self._take_loop(queue_index, first)))
+
+    def replace(self, thread_ident: int) -> None:
+        """A taker's job was abandoned at its hard time limit: a fresh taker watches its queue from now on
+        (with -c 1 it was the only one), and the stuck one ends once its job returns."""
+        role = self._roles.get(thread_ident)
+        if role is None or self.slots.quieted:
+            return
+        self._retired.add(thread_ident)
+        self._spawn(*role)
 
     def watch(self) -> None:
         """The queues ran dry: block on them."""
@@ -166,8 +181,10 @@ class Takers:
     def _take_loop(self, queue_index: int, first: bool) -> None:
         taker = QueueTaker(self.fetcher, queue_index)
         paused: bool | None = None  # unknown until asked
+        me = threading.get_ident()
+        self._roles[me] = (queue_index, first)
         try:
-            while not self.slots.quieted:
+            while not self.slots.quieted and me not in self._retired:
                 self.want_jobs.wait()
                 if self.slots.quieted:
                     return
@@ -187,6 +204,7 @@ class Takers:
                 if self._reserve(queue_index, first):
                     paused = self._take_one(taker)
         finally:
+            self._roles.pop(me, None)
             taker.close()
 
     def _check_paused(self, taker: QueueTaker, recheck: bool) -> bool:
