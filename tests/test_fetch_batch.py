@@ -128,7 +128,7 @@ class _Capsule:
         self.acks = AckBuffer(True)
         self.work: HandOff[UnitOfWork] = HandOff(concurrency, 1, 0.003)
         arrived = threading.Event()
-        self.takers = Takers(fetcher, self.slots, self.acks, self.work, arrived.set, 1.0, 1.0)
+        self.takers = Takers(fetcher, self.slots, self.acks, self.work.put, arrived.set, 1.0, 1.0)
         self.dispatcher = Dispatcher("default", fetcher, self.slots, self.acks, self.takers, self.work, arrived, 1.0)
 
     def running(self, units: list[UnitOfWork]) -> None:

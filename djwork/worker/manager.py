@@ -65,8 +65,7 @@ class Manager:
         self.acks = AckBuffer(fetcher.reliable)
         self.work: HandOff[UnitOfWork] = HandOff(capsule.concurrency, HOT_PROCESSORS, ESCALATE_AFTER)
         arrived = threading.Event()
-        self.takers = Takers(fetcher, self.slots, self.acks, self.work, arrived.set, fetch_timeout, socket_timeout,
-                             run=self.run_unit)
+        self.takers = Takers(fetcher, self.slots, self.acks, self.run_unit, arrived.set, fetch_timeout, socket_timeout)
         self.dispatcher = Dispatcher(capsule.name, fetcher, self.slots, self.acks, self.takers, self.work, arrived,
                                      fetch_timeout, gate.pause if gate is not None else None)
         self.processed = 0

@@ -40,7 +40,6 @@ from djwork.worker import key_guard as worker_key_guard
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
 from djwork.worker.fetch import Fetcher, UnitOfWork
-from djwork.worker.handoff import HandOff
 from djwork.worker.queue_taker import QueueTaker, refused_take
 from djwork.worker.slots import Slots
 
@@ -61,15 +60,13 @@ class Takers:
     ``run`` runs a taken job on the taker's thread and settles it (Manager.run_unit).
     """
 
-    def __init__(self, fetcher: Fetcher, slots: Slots, acks: AckBuffer, work: HandOff[UnitOfWork],
-                 on_arrival: Callable[[], None], fetch_timeout: float, socket_timeout: float,
-                 run: Callable[[UnitOfWork], None] | None = None) -> None:
+    def __init__(self, fetcher: Fetcher, slots: Slots, acks: AckBuffer, run: Callable[[UnitOfWork], None],
+                 on_arrival: Callable[[], None], fetch_timeout: float, socket_timeout: float) -> None:
         self.fetcher = fetcher
         self.run = run
         self.slots = slots
         self.condition = slots.condition
         self.acks = acks
-        self.work = work
         self.on_arrival = on_arrival
         self.fetch_timeout = fetch_timeout
         # How long a taker can stay in Redis: its block plus the socket timeout that outlasts it.
@@ -277,8 +274,6 @@ class Takers:
             # More may have landed with it: let the dispatcher fetch in batches.
             self.stand_down()
             self.on_arrival()
-            if self.run is None:
-                self.work.put(unit)
         elif taken is not None:
             if isolated:
                 self.fetcher.isolation.release()
@@ -298,14 +293,13 @@ class Takers:
         else:
             self.on_arrival()
             self._pause_quietly(max(FETCH_ERROR_PAUSE, outage.pause(f"taker {taker.queue}")))
-        if unit is not None and self.run is not None:
+        if unit is not None:
             # Last, after the take's outcome is reported: a job run here may outlast the connection it
             # came on, and a success reported after it could end a Redis outage that began meanwhile.
             self._run_here(me, unit)
         return paused
 
     def _run_here(self, me: int, unit: UnitOfWork) -> None:
-        assert self.run is not None
         self.running.add(me)
         try:
             self.run(unit)
