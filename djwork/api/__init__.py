@@ -16,13 +16,13 @@ from djwork.api.processes import Process, ProcessSet, Work, WorkSet
 from djwork.api.queues import Queue, QueueSummary
 from djwork.api.records import JobRecord, Page, decode_backtrace, encode_backtrace
 from djwork.api.sorted_sets import DeadSet, JobSet, RetrySet, ScheduledSet, SortedEntry, parse_address
-from djwork.api.stats import DayStat, Stats, redis_info
+from djwork.api.stats import DayStat, Stats, redis_info, redis_settings_risks
 
 __all__ = [
     "ApiError", "DayStat", "DeadSet", "EmbeddedProcess", "History", "HistoryPage", "JobRecord", "JobSet",
     "NotRetryable", "Page", "Process", "ProcessSet", "Queue", "QueueSummary", "RedisUnavailable", "RetrySet", "Run",
     "ScheduledSet", "SortedEntry", "StaleEntry", "Stats", "Work", "WorkSet", "decode_backtrace",
-    "encode_backtrace", "parse_address", "redis_info",
+    "encode_backtrace", "parse_address", "redis_info", "redis_settings_risks",
 ]
 
 # Rate limiters (docs/limiters.md).

@@ -13,8 +13,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from djwork import redis_risks
+from djwork.api import access
 from djwork.api.processes import Process, ProcessSet
 from djwork.api.queues import Queue, QueueSummary
+from djwork.redis_risks import RedisRisk
 
 # A beat is "late" once this many intervals passed without one: one missed beat
 # is a slow Redis round trip, two in a row are a stuck or partitioned process.
@@ -25,7 +28,7 @@ LATE_BEATS = 2.0
 class HealthWarning:
     """One problem; ``kind`` is stable (tests and CSS key on it), ``text`` is for people."""
 
-    kind: str  # "no-process", "no-listener", "latency", "late-beat"
+    kind: str  # "no-process", "no-listener", "latency", "late-beat", "maxmemory-policy", "memory-full"
     text: str
     queue: str = ""
     identity: str = ""
@@ -43,14 +46,15 @@ class Health:
 
     @classmethod
     def fetch(cls, latency_threshold: float, heartbeat_interval: float) -> Health:
-        """Read the processes and queues now; see ``assess``."""
+        """Read the processes, queues and Redis's memory settings now; see ``assess``."""
         return cls.assess(ProcessSet(cleanup=False).all(), Queue.all(), latency_threshold, heartbeat_interval,
-                          time.time())
+                          time.time(), access.read(redis_risks.read))
 
     @classmethod
     def assess(cls, processes: list[Process], queues: list[QueueSummary], latency_threshold: float,
-               heartbeat_interval: float, now: float) -> Health:
-        """The warnings, worst first: no process at all, queues nobody takes from, high latency, late beats.
+               heartbeat_interval: float, now: float, risks: list[RedisRisk] | None = None) -> Health:
+        """The warnings, worst first: Redis settings that lose jobs, no process at all, queues nobody takes
+        from, high latency, late beats.
 
         A process that has been asked to quiet or stop (its signal is still
         queued) no longer counts as taking jobs: it will not, in a beat or two.
@@ -58,7 +62,8 @@ class Health:
         point.
         """
         takers = [p for p in processes if not p.stopping and not p.requested]
-        warnings: list[HealthWarning] = []
+        # Only the risks that lose jobs now; a Redis without persistence is a note on the Overview's Redis card.
+        warnings = [HealthWarning(risk.kind, risk.text) for risk in risks or () if risk.is_warning]
         waiting = [q for q in queues if q.size > 0 and not q.paused]
         if not processes:
             total = sum(q.size for q in waiting)

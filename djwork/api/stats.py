@@ -8,7 +8,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from djwork import keys
+from djwork import keys, redis_risks
 from djwork.api import access
 from djwork.api.records import JobRecord, text, to_int
 
@@ -139,3 +139,8 @@ def redis_info() -> dict[str, str]:
 
     info = access.read(read)
     return {name: text(info[name]) for name in INFO_FIELDS if name in info}
+
+
+def redis_settings_risks() -> list[redis_risks.RedisRisk]:
+    """Redis settings that lose jobs (evicting policy, memory near maxmemory) and the no-persistence note."""
+    return access.read(redis_risks.read)

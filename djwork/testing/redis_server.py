@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,11 +49,12 @@ class RedisServer:
 
     ``unix_socket=True``: it listens on ``<directory>/redis.sock`` only (no TCP
     port). ``tls``: it listens for TLS only, on ``port``, and asks clients for no
-    certificate of their own.
+    certificate of their own. ``extra_args`` come last, so they override the defaults (``--appendonly yes``,
+    ``--maxmemory-policy allkeys-lru``: the tests of djwork.redis_risks).
     """
 
     def __init__(self, port: int | None = None, directory: str | None = None, *, unix_socket: bool = False,
-                 tls: TlsFiles | None = None) -> None:
+                 tls: TlsFiles | None = None, extra_args: Sequence[str] = ()) -> None:
         self.binary = shutil.which("redis-server")
         if self.binary is None:
             raise RuntimeError(INSTALL_HINT)
@@ -65,6 +67,7 @@ class RedisServer:
         # tmp_path can be that long) is refused by the kernel.
         self.socket_path = self.directory / "redis.sock" if unix_socket else None
         self.tls = tls
+        self.extra_args = list(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -124,7 +127,8 @@ class RedisServer:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
             [self.binary, *self._listen_arguments(), "--save", "", "--appendonly", "no",
-             "--dir", str(self.directory), "--protected-mode", "no", "--maxclients", "2000"],
+             "--dir", str(self.directory), "--protected-mode", "no", "--maxclients", "2000",
+             *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
         log.close()

@@ -29,7 +29,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from djwork import limiter, scripts, signals
+from djwork import limiter, redis_risks, scripts, signals
 from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.redis_outage import tracker as outage
@@ -173,6 +173,8 @@ class Launcher:
             # a Redis outage can hold us in _first_beat for good.
             self.health.start()
         self._first_beat()
+        if not self.boot_sleeper.stopped:
+            self._report_redis_risks()
         # Concurrent limiter slots are held in this process's name, so the reaper frees them
         # when it finds the process dead instead of waiting out each slot's lock_timeout.
         limiter.set_process_identity(self.identity)
@@ -201,6 +203,15 @@ class Launcher:
         self.leader.start()
         self.periodic.start()
         self.queue_sampler.start()
+
+    def _report_redis_risks(self) -> None:
+        # An evicting or nearly full Redis loses jobs with no error to anyone: said once, at boot.
+        try:
+            risks = redis_layer.run(redis_risks.read, idempotent=True)
+        except Exception as error:  # the check must never keep a worker from booting
+            logger.info("djwork: could not read Redis's memory and persistence settings (%s)", error)
+            return
+        redis_risks.log_risks(risks, logger)
 
     def _first_beat(self) -> None:
         """Beat once before anything fetches, retrying while Redis is unreachable, until stopped."""

@@ -36,7 +36,8 @@ def overview(request: HttpRequest) -> HttpResponse:
               for queue, points in samples.queues.items()}
     return render_page(request, "djwork_dashboard/overview.html", {
         "summary": stats, "stats": stats, "history": history, "days": days, "day_choices": HISTORY_DAYS,
-        "chart": chart, "redis": api.redis_info(), "queues": api.Queue.all(),
+        "chart": chart, "redis": api.redis_info(), "redis_risks": api.redis_settings_risks(),
+        "queues": api.Queue.all(),
         "quarantined": api.Quarantine.recent(), "sparks": sparks,
         "history_processed": sum(day.processed for day in history),
         "history_failed": sum(day.failed for day in history),
