@@ -8,7 +8,7 @@ in Redis's replies says so until jobs are gone, so the worker logs these at
 boot and the dashboard shows them while they hold.
 
 Both read through ``read(conn)``: INFO memory and persistence, plus
-``CONFIG GET save`` (the only place RDB save points show). A managed Redis
+``CONFIG GET save`` (the only place RDB save points show), pipelined. A managed Redis
 that renames INFO or CONFIG gives no verdict rather than a false alarm.
 """
 
@@ -87,16 +87,17 @@ def assess(info: Mapping[str, Any], save_points: str | None) -> list[RedisRisk]:
 
 
 def read(conn: Any) -> list[RedisRisk]:
-    """Ask ``conn``'s server; [] when INFO is not available (renamed on some managed Redis)."""
-    try:
-        info = {**conn.info("memory"), **conn.info("persistence")}
-    except ResponseError:
+    """Ask ``conn``'s server in one round trip; [] when INFO is not available (renamed on some managed Redis)."""
+    pipe = conn.pipeline(transaction=False)
+    pipe.info("memory")
+    pipe.info("persistence")
+    pipe.config_get("save")
+    memory, persistence, save = pipe.execute(raise_on_error=False)
+    if isinstance(memory, ResponseError) or isinstance(persistence, ResponseError):
         return []
-    try:
-        save_points: str | None = _text(conn.config_get("save").get("save", ""))
-    except ResponseError:  # CONFIG renamed or refused: no verdict on RDB, so no persistence note
-        save_points = None
-    return assess(info, save_points)
+    # CONFIG renamed or refused: no verdict on RDB save points, so no persistence note.
+    save_points = None if isinstance(save, ResponseError) else _text(save.get("save", ""))
+    return assess({**memory, **persistence}, save_points)
 
 
 def log_risks(risks: list[RedisRisk], logger: logging.Logger) -> None:

@@ -90,3 +90,12 @@ def test_health_strip_and_redis_card(admin_client, settings, start_server):
     # The no-persistence note is on the Redis card only, not in the strip.
     assert "no persistence" not in strip
     assert 'data-redis-risk="no-persistence"' in html
+
+
+def test_a_redis_that_renames_config_or_info_gives_no_false_alarm(start_server):
+    _, no_config = start_server("--rename-command", "CONFIG", "", "--maxmemory-policy", "allkeys-lfu")
+    assert [risk.kind for risk in redis_risks.read(no_config)] == ["maxmemory-policy"]
+    _, no_info = start_server("--rename-command", "INFO", "", "--maxmemory-policy", "allkeys-lfu")
+    assert redis_risks.read(no_info) == []
+    no_config.close()
+    no_info.close()
