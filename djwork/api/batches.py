@@ -13,7 +13,7 @@ from typing import Any
 from djwork import keys
 from djwork.api import access
 from djwork.api.records import Page
-from djwork.batches.batch import PENDING_TTL
+from djwork.batches.batch import LISTING_TTL
 from djwork.batches.status import BatchStatus, parse, read_status
 
 FILTER_SCAN_LIMIT = 5_000  # entries a description filter looks through, newest first
@@ -47,7 +47,7 @@ class Batches:
 
     def _forget_expired(self, conn: Any, gone: list[str]) -> None:
         # Safe to replay: removing a bid whose keys are gone twice removes nothing more.
-        conn.zremrangebyscore(keys.BATCHES, "-inf", time.time() - PENDING_TTL - 86400)
+        conn.zremrangebyscore(keys.BATCHES, "-inf", time.time() - LISTING_TTL)
         if gone:
             conn.zrem(keys.BATCHES, *gone)
 

@@ -25,9 +25,19 @@ from djwork.batches.status import BatchStatus, read_status
 from djwork.payload import build, check_json_native, dumps
 
 PENDING_TTL = 30 * 24 * 3600  # a batch that never succeeds is forgotten 30 days after its last add
+LISTING_TTL = PENDING_TTL + 86400  # an entry of the `batches` listing older than this names expired keys
 MAX_KEPT_RESULTS = 10_000  # results ride in the success callback's payload: bounded
 CHUNK = 10_000  # members per SADD / LPUSH command
 
+
+def list_batch(pipe: Any, bid: str, now: float) -> None:
+    """Add ``bid`` to the ``batches`` listing and drop the entries of batches whose keys have expired.
+
+    The reader (djwork.api.Batches) drops them too, but a deployment that never
+    opens the Batches page kept one member per batch ever made, for good.
+    """
+    pipe.zadd(keys.BATCHES, {bid: now})
+    pipe.zremrangebyscore(keys.BATCHES, "-inf", now - LISTING_TTL)
 
 class BatchError(RuntimeError):
     """A batch can't be written or added to (gone, invalid, or a bad callback)."""
@@ -95,7 +105,7 @@ class Batch:
             head = keys.batch(self.bid)
             if first:
                 pipe.hset(head, mapping={**self._fields(now), **({"parent": parent} if parent else {})})
-                pipe.zadd(keys.BATCHES, {self.bid: now})
+                list_batch(pipe, self.bid, now)
             if parent:
                 # A pending member of its parent (as `b-<bid>`) from the same transaction on; the parent's
                 # job that opens it is pending too, so the parent can't finish in between.

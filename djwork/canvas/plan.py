@@ -27,7 +27,7 @@ from typing import Any
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork.batches import collect
-from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL
+from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
 from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
 from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature, as_signature
 from djwork.enqueue import JobRef
@@ -134,7 +134,7 @@ def write(plans: list[Plan], root: Plan, collector: collect.Collector) -> None:
         for plan in [*plans, root]:
             head = keys.batch(plan.bid)
             pipe.hset(head, mapping=plan.fields(now))
-            pipe.zadd(keys.BATCHES, {plan.bid: now})
+            list_batch(pipe, plan.bid, now)
             for start in range(0, len(plan.jids), CHUNK):
                 pipe.sadd(keys.batch_jids(plan.bid), *plan.jids[start:start + CHUNK])
                 pipe.rpush(keys.batch_order(plan.bid), *plan.jids[start:start + CHUNK])
