@@ -74,3 +74,17 @@ async def sleep_async(seconds):
     await asyncio.sleep(seconds)
     if next(_sleep_runs) % 100 == 0:
         counter.client().incrby(counter.COUNTER, 100)
+
+
+# bench/footprint.py: the kinds of job whose Redis footprint it measures (the same body as drain_plain).
+BOUNDED_FIVE = limiter.concurrent("bench-five", 5, wait_timeout=60, lock_timeout=300)
+
+
+@djwork.job(queue="bench", unique_for=3600)
+def drain_unique(n):
+    _drain_body()
+
+
+@djwork.job(queue="bench", limits=[BOUNDED_FIVE])
+def drain_concurrent():
+    _drain_body()

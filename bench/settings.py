@@ -29,6 +29,9 @@ DJWORK = {
     "EMBEDDED_MAX_JOBS_PER_SECOND": float(os.environ["BENCH_EMBEDDED_MAX_JOBS"])
     if os.environ.get("BENCH_EMBEDDED_MAX_JOBS") else None,
 }
+# bench/footprint.py's periodic entry: run only by Periodic().run_now (its cron slot is once a year).
+if os.environ.get("BENCH_PERIODIC"):
+    DJWORK["PERIODIC"] = [{"cron": "0 0 1 1 *", "job": "bench.jobs.drain_plain", "name": "footprint"}]
 if os.environ.get("BENCH_CONCURRENCY"):
     DJWORK["CONCURRENCY"] = int(os.environ["BENCH_CONCURRENCY"])
 ROOT_URLCONF = "bench.urls"
