@@ -99,3 +99,17 @@ def test_a_redis_that_renames_config_or_info_gives_no_false_alarm(start_server):
     assert redis_risks.read(no_info) == []
     no_config.close()
     no_info.close()
+
+
+def test_a_nearly_full_redis_is_a_health_strip_item_while_it_holds(admin_client, settings, start_server):
+    server, client = start_server("--maxmemory", "4mb")
+    settings.DJWORK = {**settings.DJWORK, "REDIS_URL": server.url}
+    overview = reverse("djwork_dashboard:overview")
+    assert 'data-warning="memory-full"' not in admin_client.get(overview).content.decode()
+    while int(client.info("memory")["used_memory"]) <= 0.85 * int(client.info("memory")["maxmemory"]):
+        client.rpush("filler", "x" * 50_000)
+    html = admin_client.get(overview).content.decode()
+    assert 'data-warning="memory-full"' in html and "Raise maxmemory" in html
+    client.delete("filler")
+    assert 'data-warning="memory-full"' not in admin_client.get(overview).content.decode()
+    client.close()
