@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import shlex
 import sys
 import time
@@ -146,3 +147,34 @@ def test_the_dev_verbs_listed_here_are_the_scripts():
 def test_shell_block_commands_exist(block):
     for words in _command_lines(block.source):
         _check_command(words, block.where)
+
+
+def _repeated_runs(paragraph: str, words: int = 10) -> list[str]:
+    """Runs of ``words`` words a paragraph's prose says twice (inline code counts as one word)."""
+    prose = re.sub(r"`[^`]*`", "`code`", " ".join(
+        line for line in paragraph.splitlines() if not line.lstrip().startswith(("|", "<!--"))))
+    tokens = prose.split()
+    first_seen: dict[str, int] = {}
+    repeated = []
+    for index in range(len(tokens) - words + 1):
+        run = " ".join(tokens[index:index + words])
+        if run in first_seen and index - first_seen[run] >= words:
+            repeated.append(run)
+        first_seen.setdefault(run, index)
+    return repeated
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))],
+                         ids=lambda page: page.name)
+def test_no_paragraph_says_the_same_thing_twice(page):
+    # A merge that kept both sides of a line left docs/dashboard.md saying one sentence twice in a row.
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    repeats = {run for paragraph in re.split(r"\n\s*\n", text) for run in _repeated_runs(paragraph)}
+    assert not repeats, f"{page.name} repeats itself within a paragraph: {sorted(repeats)[:3]}"
+
+
+def test_sidekiq_page_points_to_djworks_own_pro_and_enterprise_features():
+    # It once said djwork implemented none of batches, unique jobs, limiters, periodic jobs, leader election.
+    page = (ROOT / "docs" / "sidekiq.md").read_text()
+    assert "implements none of" not in page
+    assert all(f"]({name})" in page for name in ("batches.md", "unique.md", "limiters.md", "periodic.md"))
