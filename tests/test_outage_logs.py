@@ -6,17 +6,18 @@ assertions count log lines (bounded), never time.
 
 from __future__ import annotations
 
+import logging
 import re
 import signal
 
 import pytest
 import redis as redis_py
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from djwork import payload
+from djwork.redis_outage import OutageTracker
 from djwork.testing.redis_server import RedisServer
 from tests.helpers_worker import in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
 
 RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \d+ (\w+) ", re.MULTILINE)
 
@@ -41,9 +42,13 @@ def _push_naps(client: redis_py.Redis, count: int, seconds: float) -> list[str]:
     return [job["jid"] for job in jobs]
 
 
-def test_a_shutdown_that_cannot_reach_redis_says_once_what_it_could_not_do(workers, own_redis):  # noqa: F811
+@pytest.mark.slow
+@pytest.mark.parametrize("redis_stops", ["before the TERM", "during the drain"])
+def test_a_shutdown_that_cannot_reach_redis_says_once_what_it_could_not_do(workers, own_redis, redis_stops):  # noqa: F811
+    # During the drain: Redis is killed once the drain said it waits, well inside its 15 s.
+    drain = 2 if redis_stops == "before the TERM" else 15
     worker = workers.start("-c", "3", "-q", "default", redis_url=own_redis.url,
-                           overrides={"TIMEOUT": 2}, label="worker")
+                           overrides={"TIMEOUT": drain}, label="worker")
     client = redis_py.Redis.from_url(own_redis.url)
     try:
         worker.identity(client)
@@ -53,18 +58,25 @@ def test_a_shutdown_that_cannot_reach_redis_says_once_what_it_could_not_do(worke
     finally:
         client.close()
     before = len(worker.log())
-    own_redis.kill()
-    worker.send(signal.SIGTERM)
-    assert worker.wait_exit(30) == 0
+    if redis_stops == "before the TERM":
+        own_redis.kill()
+        worker.send(signal.SIGTERM)
+    else:
+        worker.send(signal.SIGTERM)
+        worker.wait_log("waiting for 3 running job(s)", 10)
+        own_redis.kill()
+    assert worker.wait_exit(drain + 30) == 0
     shutdown = worker.log()[before:]
     assert "Traceback" not in shutdown
-    assert re.search(r"INFO djwork.worker MainThread djwork: waiting for 3 running job\(s\), up to 2s", shutdown), \
-        shutdown  # the drain says what it waits for, between "quiet" and "stopped"
+    # The drain says what it waits for, between "quiet" and "stopped".
+    assert f"INFO djwork.worker MainThread djwork: waiting for 3 running job(s), up to {drain}s" in shutdown
+    # Before: 333 lines and 26 tracebacks in 2 s (a retry line per attempt, a traceback per step and loop).
     assert len(_records(shutdown)) <= 12, shutdown
     assert re.search(r"could not push back 3 job\(s\): Redis unreachable; they stay in \S+ and come back by "
                      r"orphan recovery", shutdown), shutdown
 
 
+@pytest.mark.slow
 def test_booting_with_redis_down_writes_a_few_lines_not_one_per_retry(workers, tmp_path, monkeypatch):  # noqa: F811
     late = RedisServer(directory=str(tmp_path / "late-redis"))  # a reserved port, nothing listening yet
     # DEBUG lines are the test's clock: each boot retry writes one, so "ten retries happened" is observable.
@@ -85,3 +97,20 @@ def test_booting_with_redis_down_writes_a_few_lines_not_one_per_retry(workers, t
         late.stop()
     worker.send(signal.SIGTERM)
     assert worker.wait_exit(15) == 0
+
+
+def test_during_a_shutdown_the_first_failure_is_the_outage_said_once(caplog):
+    caplog.set_level(logging.DEBUG, logger="djwork.redis")
+    tracker = OutageTracker()
+    tracker.configure("redis://127.0.0.1:1/0", max_pause=10)
+    tracker.shutting_down()
+    refused = RedisConnectionError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
+    # No streak to wait for: a shutdown has seconds, and each step would log its own retries and traceback.
+    assert tracker.failed("heartbeat", refused) is True
+    assert tracker.failed("reaper", refused) is True
+    tracker.dial_failed(refused)
+    lines = [record.getMessage() for record in caplog.records if record.name == "djwork.redis"]
+    assert len(lines) == 1 and "is unreachable during the shutdown" in lines[0], lines
+    tracker.disable()  # the worker stopped: the next one starts with a tracker that waits for streaks again
+    tracker.configure("redis://127.0.0.1:1/0")
+    assert tracker.failed("heartbeat", refused) is False
