@@ -13,8 +13,8 @@ callback); no component reaches back into the Launcher.
 
 Teardown: quiet, drain every manager in parallel up to the deadline and
 requeue what is left, then stop the periodic components and clear the
-heartbeat. Every step is guarded on its own: one failing release must never
-skip the ones after it.
+heartbeat. Every step is guarded on its own (shutdown_steps.py): one failing
+release must never skip the ones after it.
 """
 
 from __future__ import annotations
