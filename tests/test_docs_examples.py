@@ -20,6 +20,7 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -51,6 +52,10 @@ def givens() -> dict[str, Any]:
         "timedelta": timedelta,
         "pairs": [(1, 2), (3, 4)],
         "jid": new_jid(),  # "djwork.revoke(jid)": some job's id
+        # The third-party APIs a limiter guards in docs/limiters.md (the reader's, not djwork's).
+        "stripe_api": SimpleNamespace(charge=lambda *args, **kwargs: None),
+        "github": SimpleNamespace(graphql=lambda query: SimpleNamespace(cost=30)),
+        "query": "{ viewer { login } }",
     }
 
 
