@@ -254,6 +254,7 @@ class Launcher:
             self._stopped = True
         # Redis gone during the drain is said once, not once per step, loop and retry (shutdown_steps.py).
         outage.shutting_down()
+        self._steps.begin()
         if already:
             # A stop is already draining on another thread (an embedded worker
             # stopped from the dashboard): returning now would let the host exit

@@ -30,15 +30,22 @@ UNDONE = {
 
 
 class ShutdownSteps:
+    """One Launcher's guarded steps, and the steps an unreachable Redis left undone during its shutdown."""
+
     def __init__(self) -> None:
         self.unreached: list[str] = []  # labels of the steps Redis being unreachable left undone, in order
+        self.shutting_down = False  # a quiet (TSTP) runs these steps too, and its failures keep their traceback
+
+    def begin(self) -> None:
+        """The shutdown started: from here on a step Redis could not be reached for is said in report()."""
+        self.shutting_down = True
 
     def run(self, label: str, step: Callable[..., Any], *args: Any) -> None:
         """Run ``step(*args)``; a failure is logged (or, for an unreachable Redis, remembered), never raised."""
         try:
             step(*args)
         except Exception as error:
-            if is_outage_error(error):
+            if self.shutting_down and is_outage_error(error):
                 outage.failed(f"shutdown {label}", error)  # declares the outage on the first one (shutting_down)
                 if label not in self.unreached:
                     self.unreached.append(label)
@@ -50,5 +57,5 @@ class ShutdownSteps:
         """The one line naming what the shutdown could not do for want of Redis (nothing if it did it all)."""
         if self.unreached:
             logger.warning("djwork: Redis at %s unreachable during the shutdown; could not %s", outage.location,
-                           "; ".join(UNDONE.get(label, label) for label in self.unreached))
+                           "; ".join(UNDONE.get(label, f"finish its {label} step") for label in self.unreached))
             self.unreached = []
