@@ -48,6 +48,7 @@ class OutageTracker:
         self._declared = False
         self._reminded_at = 0.0
         self._dial_failures = 0
+        self._shutting_down = False
         self.enabled = False
         self.location = "(not configured)"
         self.max_pause = MAX_PAUSE
@@ -58,10 +59,21 @@ class OutageTracker:
         self.max_pause = max(FIRST_PAUSE, min(MAX_PAUSE, max_pause))
         self.enabled = True
 
+    def shutting_down(self) -> None:
+        """The worker is draining: its first failure to reach Redis is the outage, said once.
+
+        A shutdown has seconds, not the streaks that tell a cut connection from
+        an outage: without this, each step (requeue, stats, presence, every loop's
+        last tick) logged its retries and a traceback, ~300 lines in 2 s.
+        """
+        with self._lock:
+            self._shutting_down = True
+
     def disable(self) -> None:
         """Back to every line at its own level (the worker stopped); forgets any outage in progress."""
         with self._lock:
             self.enabled = False
+            self._shutting_down = False
             self._declared = False
             self._failing_since = None
             self._dial_failures = 0
@@ -80,12 +92,16 @@ class OutageTracker:
             self._dial_failures += 1
             if self._failing_since is None:
                 self._failing_since = time.monotonic()
-            if self._dial_failures >= 2 and not self._declared:
+            if (self._dial_failures >= 2 or self._shutting_down) and not self._declared:
                 self._declare(error)
 
     def _declare(self, error: BaseException) -> None:
         self._declared = True
         self._reminded_at = time.monotonic()
+        if self._shutting_down:
+            logger.warning("djwork: Redis at %s is unreachable during the shutdown (%s: %s); what the shutdown "
+                           "could not do is said once, when it ends", self.location, type(error).__name__, error)
+            return
         logger.warning("djwork: Redis at %s is unreachable (%s: %s); retrying with pauses up to %.0fs, "
                        "a reminder each minute", self.location, type(error).__name__, error, self.max_pause)
 
@@ -100,7 +116,7 @@ class OutageTracker:
                 self._failing_since = now
             lasted = now - self._failing_since
             if not self._declared:
-                if streak < 2 and lasted < OUTAGE_AFTER:
+                if streak < 2 and lasted < OUTAGE_AFTER and not self._shutting_down:
                     return False
                 self._declare(error)
                 return True

@@ -27,7 +27,9 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(threadName)s %(message)s"}},
     "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
-    "loggers": {"djwork": {"handlers": ["stderr"], "level": "INFO", "propagate": False}},
+    # DJWORK_TEST_LOG_LEVEL=DEBUG: a test that counts lines waits on DEBUG ones (each retry) as its clock.
+    "loggers": {"djwork": {"handlers": ["stderr"], "level": os.environ.get("DJWORK_TEST_LOG_LEVEL", "INFO"),
+                           "propagate": False}},
 }
 
 # Static files as docs/deployment.md serves them under gunicorn: collectstatic into

@@ -66,6 +66,8 @@ def test_jobs_run_in_the_gunicorn_worker_and_drain_on_term(workers, raw_redis): 
     assert not port_open(health_port)
     log = server.log()
     assert f"djwork: stopped ({identity})" in log
+    # Between "quiet" and "stopped" the drain says what it waits for (it was silent for up to TIMEOUT).
+    assert f"djwork: waiting for 1 running job(s), up to {TIMEOUT}s ({identity})" in log
     assert "Exception during worker exit" not in log
 
 

@@ -13,8 +13,8 @@ callback); no component reaches back into the Launcher.
 
 Teardown: quiet, drain every manager in parallel up to the deadline and
 requeue what is left, then stop the periodic components and clear the
-heartbeat. Every step is guarded on its own: one failing release must never
-skip the ones after it.
+heartbeat. Every step is guarded on its own (shutdown_steps.py): one failing
+release must never skip the ones after it.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from typing import Any
 from djwork import limiter, redis_risks, scripts, signals
 from djwork import redis as redis_layer
 from djwork.conf import Config
+from djwork.redis_outage import REMINDER_EVERY
 from djwork.redis_outage import tracker as outage
 from djwork.redis_url import public_location
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
@@ -50,6 +51,7 @@ from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
+from djwork.worker.shutdown_steps import ShutdownSteps
 from djwork.worker.time_limits import TimeLimitWatchdog
 from djwork.worker.yielding import RequestGate
 
@@ -125,6 +127,7 @@ class Launcher:
         # /live and /ready when HEALTH_PORT is set (a swarm child gets none: its parent serves them).
         self.health = health_server(config, self.probes.live, self.probes.ready)
         self.stopped_event = threading.Event()
+        self._steps = ShutdownSteps()
 
     def take_counts(self) -> tuple[int, int, int]:
         """Jobs processed, failed and expired since the last call, across every capsule (the stat window)."""
@@ -215,14 +218,25 @@ class Launcher:
 
     def _first_beat(self) -> None:
         """Beat once before anything fetches, retrying while Redis is unreachable, until stopped."""
+        said: tuple[str, float] | None = None  # the last failure logged at ERROR, and when
         while True:
             try:
                 redis_layer.run(scripts.load_all, idempotent=True)
                 self.heartbeat.beat()
+                outage.succeeded("boot")
                 return
             except Exception as error:
-                logger.error("djwork: Redis unreachable at boot (%s); retrying", error)
-                if self.boot_sleeper.wait(BOOT_RETRY_INTERVAL):
+                # An unreachable Redis is the outage tracker's to say (once, then each minute): an ERROR
+                # per retry wrote a line every 1.3 s for as long as Redis stayed down.
+                in_outage = outage.failed("boot", error)
+                what = f"{type(error).__name__}: {error}"
+                now = time.monotonic()
+                if said is None or (not in_outage and (what != said[0] or now - said[1] >= REMINDER_EVERY)):
+                    logger.error("djwork: Redis unreachable at boot (%s); retrying", error)
+                    said = (what, now)
+                else:
+                    logger.debug("djwork: Redis unreachable at boot (%s); retrying", error)
+                if self.boot_sleeper.wait(max(BOOT_RETRY_INTERVAL, outage.pause("boot"))):
                     return
 
     def quiet(self) -> None:
@@ -249,7 +263,9 @@ class Launcher:
         with self._lifecycle:
             already = self._stopped
             self._stopped = True
-        outage.disable()  # the shutdown's own Redis errors, if any, are worth each line
+        # Redis gone during the drain is said once, not once per step, loop and retry (shutdown_steps.py).
+        outage.shutting_down()
+        self._steps.begin()
         if already:
             # A stop is already draining on another thread (an embedded worker
             # stopped from the dashboard): returning now would let the host exit
@@ -262,6 +278,12 @@ class Launcher:
             self.gate.close()  # the drain runs at full speed: the deadline is the host's, not ours
         try:
             self.quiet()
+            running = self.busy
+            if running:
+                # Between "quiet" and "stopped" a drain can take the whole TIMEOUT: without this line an
+                # embedded worker's host looked hung for 20 s, saying nothing.
+                logger.info("djwork: waiting for %d running job(s), up to %.0fs (%s)", running, timeout,
+                            self.identity)
             stoppers = [
                 threading.Thread(target=self._guarded, args=("manager-stop", manager.stop, self._deadline),
                                  name="djwork-manager-stop", daemon=True)
@@ -298,6 +320,8 @@ class Launcher:
             self._guarded("limiter-identity", limiter.clear_process_identity)
             if signals.worker_shutdown.receivers:
                 signals.send(signals.worker_shutdown, self)
+            self._steps.report()
+            outage.disable()
             logger.info("djwork: stopped (%s)", self.identity)
         finally:
             # In a finally of its own, not just a guarded step: even an unwind
@@ -309,12 +333,8 @@ class Launcher:
             finally:
                 self.stopped_event.set()
 
-    @staticmethod
-    def _guarded(label: str, step: Callable[..., Any], *args: Any) -> None:
-        try:
-            step(*args)
-        except Exception:
-            logger.exception("djwork: shutdown step %s failed", label)
+    def _guarded(self, label: str, step: Callable[..., Any], *args: Any) -> None:
+        self._steps.run(label, step, *args)
 
     def _after_time_out(self) -> None:
         """A job past its hard time limit was filed; a swarm child then has itself replaced (swarm_child.py)."""

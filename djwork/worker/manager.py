@@ -24,6 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from djwork.conf import Capsule
+from djwork.redis_outage import is_outage_error
+from djwork.redis_outage import tracker as outage
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT
 from djwork.worker.coroutines import Coroutines
@@ -114,7 +116,7 @@ class Manager:
         if unfinished:
             logger.warning("djwork: %d job(s) still running at the shutdown deadline; requeueing them",
                            unfinished)
-        self._requeue(acks, unfinished_units)
+        self._requeue(acks, unfinished_units, unfinished)
         self.fetcher.close()
         self._join_processors(0.5 if unfinished else JOIN_TIMEOUT)
 
@@ -145,15 +147,28 @@ class Manager:
             self.coroutines.cancel(self)
         return result
 
-    def _requeue(self, acks: list[Ack], unfinished_units: list[UnitOfWork]) -> None:
+    def _requeue(self, acks: list[Ack], unfinished_units: list[UnitOfWork], unfinished: int) -> None:
         try:
             requeued = self.fetcher.requeue(acks, unfinished_units)
             if requeued:
                 logger.info("djwork: pushed %d job(s) back to Redis", requeued)
-        except Exception:
-            # Left on the in-progress list: orphan recovery requeues them once
-            # this process's heartbeat is gone.
-            logger.exception("djwork: requeue at shutdown failed; orphan recovery will return the jobs")
+        except Exception as error:
+            if not is_outage_error(error):
+                # Left on the in-progress list: orphan recovery requeues them once
+                # this process's heartbeat is gone.
+                logger.exception("djwork: requeue at shutdown failed; orphan recovery will return the jobs")
+                return
+            # Redis is gone: a traceback would add nothing, the line says where the jobs are.
+            outage.failed("requeue", error)
+            unacked = f" ({len(acks)} finished job(s) whose ack was not written among them: they run again)" \
+                if acks else ""
+            if self.fetcher.reliable:
+                logger.warning("djwork: could not push back %d job(s): Redis unreachable; they stay in %s and come "
+                               "back by orphan recovery%s", unfinished + len(acks),
+                               ", ".join(self.fetcher.in_progress_keys), unacked)
+            elif unfinished:
+                logger.warning("djwork: could not push back %d job(s): Redis unreachable; basic fetch keeps no "
+                               "copy of a running job, so they are lost", unfinished)
 
     def _join_processors(self, timeout: float) -> None:
         join_until = time.monotonic() + timeout
