@@ -39,6 +39,7 @@ FIXED_TYPES: dict[str, str] = {
     keys.IN_PROGRESS_REGISTRY: "set",
     keys.BEATS: "zset",
     keys.ORPHAN_COUNTS: "hash",
+    keys.DEAD_BYTES: "string",
     keys.FINISHED_LATE: "hash",
     keys.REVOKED: "zset",
     keys.RESULT_WAITERS: "hash",
