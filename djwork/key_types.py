@@ -65,6 +65,7 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.limiter_owners(""), "hash"),
     (keys.limiter_waiters(""), "zset"),
     (keys.limiter_waiting(""), "hash"),
+    (keys.limiter_lost(""), "zset"),
     # Periodic entries' keys (docs/periodic.md).
     (keys.PERIODIC_STATE_PREFIX, "hash"),
     (keys.PERIODIC_HISTORY_PREFIX, "list"),

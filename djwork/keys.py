@@ -175,6 +175,11 @@ def limiter_waiting(name: str) -> str:
     return f"djwork:limiter-waiting:{name}"
 
 
+def limiter_lost(name: str) -> str:
+    """ZSET ``djwork:limiter-lost:<name>``: token -> when its slot was freed under its holder (concurrent)."""
+    return f"djwork:limiter-lost:{name}"
+
+
 def limiter_wake(name: str, token: str) -> str:
     """LIST ``djwork:limiter-wake:<name>|<token>``: one waiter's wake-up, pushed when it is granted a slot."""
     return f"djwork:limiter-wake:{name}|{token}"
