@@ -2,10 +2,11 @@
 
 Both facts live in the batch's hash; they are read once per batch per
 second per process (``FLAGS_TTL``), not once per job: a batch invalidated
-now stops its jobs from starting within that second. A kept result is
-written before the job's ack, so by the time the last ack fires ``success``
-every result is in place (lua/batch_lib.lua splices them into the callback). The result rides on
-the ack itself, so no ack counts a job as succeeded without it.
+now stops its jobs from starting within that second. A kept result rides
+on the job's ack and is written by the ack's own Lua step before it counts
+the job, so no ack counts a job as succeeded without its result, and by the
+time the last ack fires ``success`` every result is in place
+(lua/batch_lib.lua splices them into the callback).
 """
 
 from __future__ import annotations
