@@ -59,6 +59,7 @@ class Config:
     max_retries: int
     limiter_max_reschedules: int
     dead_max_jobs: int
+    dead_max_bytes: int
     dead_timeout: float
     history_max_length: int
     result_ttl: int

@@ -6,7 +6,7 @@ move_entry.lua's eight ARGV slots by hand, so a slot added to a script (or a
 trim rule changed) had to be found in four places; a missed one would file
 jobs without trimming `dead`, or remove from the wrong list. They all build
 their calls here instead, and take the trim rules (DEAD_TIMEOUT,
-DEAD_MAX_JOBS) from the same config.
+DEAD_MAX_JOBS, DEAD_MAX_BYTES) from the same config.
 
 A payload that is not a job still has to be seen by a person: it goes to
 `dead` inside a readable wrapper (class ``djwork.InvalidPayload``) that keeps
@@ -23,6 +23,7 @@ from djwork.conf import Config, get_config
 from djwork.payload import dumps, new_jid, readable
 
 INVALID_PAYLOAD_CLASS = "djwork.InvalidPayload"
+INVALID_PAYLOAD_KEPT = 64 * 1024  # characters of an unreadable payload a `dead` entry keeps
 
 FailureTarget = Literal["retry", "dead", "drop"]
 
@@ -43,21 +44,31 @@ def invalid_payload(raw: str | bytes, queue: str, error_message: str, now: float
 
     The raw text is kept twice: in args[0], which any Sidekiq UI shows, and in
     raw_payload, which says what it is. Bytes that are not UTF-8 are kept
-    escaped (``\\xff``): JSON can't hold them as they are.
+    escaped (``\\xff``): JSON can't hold them as they are. Only its first
+    ``INVALID_PAYLOAD_KEPT`` characters are kept, with its size in bytes
+    (``raw_payload_bytes``): kept whole, twice and escaped, a 20 MB push became a
+    42 MB `dead` entry, and a payload nobody can read is no job to retry.
     """
     now = time.time() if now is None else now
-    raw = readable(raw)
-    return {
-        "class": INVALID_PAYLOAD_CLASS, "args": [raw], "queue": queue, "jid": new_jid(), "retry": False,
+    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+    text = readable(raw)
+    kept = text[:INVALID_PAYLOAD_KEPT]
+    wrapper: dict[str, Any] = {
+        "class": INVALID_PAYLOAD_CLASS, "args": [kept], "queue": queue, "jid": new_jid(), "retry": False,
         "created_at": now, "enqueued_at": now, "failed_at": now, "retry_count": 0,
-        "error_class": INVALID_PAYLOAD_CLASS, "error_message": error_message, "raw_payload": raw,
+        "error_class": INVALID_PAYLOAD_CLASS, "error_message": error_message, "raw_payload": kept,
+        "raw_payload_bytes": size,
     }
+    if len(kept) < len(text):
+        wrapper["raw_payload_truncated"] = True
+        wrapper["error_message"] = f"{error_message} (its first {len(kept):,} characters of {size:,} bytes)"
+    return wrapper
 
 
 def _dead_trim(config: Config | None, now: float) -> list[Any]:
-    """fail.lua's and move_entry.lua's trim slots: trim on, cutoff score, max size."""
+    """fail.lua's and move_entry.lua's trim slots: the byte cap (trim on), cutoff score, max size."""
     config = get_config() if config is None else config
-    return ["1", repr(now - config.dead_timeout), config.dead_max_jobs]
+    return [config.dead_max_bytes, repr(now - config.dead_timeout), config.dead_max_jobs]
 
 
 def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, payload: dict[str, Any] | str,
@@ -79,7 +90,7 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     stored = "" if target == "drop" else (payload if isinstance(payload, str) else dumps(payload))
     trim = _dead_trim(config, now) if target == "dead" else ["0", "0", "0"]
     return ScriptCall("fail", [source_key, keys.RETRY if target == "retry" else keys.DEAD, keys.DEAD,
-                               keys.ORPHAN_COUNTS, keys.REVOKED, keys.RESULT_WAITERS],
+                               keys.ORPHAN_COUNTS, keys.REVOKED, keys.RESULT_WAITERS, keys.DEAD_BYTES],
                       [raw, stored, repr(float(score)), *trim, "1" if from_in_progress else "0", jid,
                        locks, *result])
 
@@ -94,5 +105,5 @@ def move_to_dead(source_key: str, source_type: Literal["zset", "list"], member: 
     """
     now = time.time() if now is None else now
     stored = buried if isinstance(buried, (str, bytes)) else dumps(buried)
-    return ScriptCall("move_entry", [source_key, keys.DEAD, keys.ORPHAN_COUNTS],
+    return ScriptCall("move_entry", [source_key, keys.DEAD, keys.ORPHAN_COUNTS, keys.DEAD_BYTES],
                       [source_type, member, stored, repr(now), *_dead_trim(config, now), jid, locks])

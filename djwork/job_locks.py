@@ -22,6 +22,7 @@ FIELD = "djwork_locks"
 # and must not be able to make a worker delete arbitrary keys (the owner check is the second guard).
 PREFIXES = (keys.UNIQUE_PREFIX, keys.PERIODIC_LOCK_PREFIX)
 SEPARATOR = "\n"  # between keys in a script argument; no lock key contains one
+RESULT_MARK = "\t"  # between a batch's key and the job's kept result (with_result); no key contains one
 BID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")  # a payload's bid: nothing that could name another key
 
 
@@ -45,6 +46,16 @@ def locks_of(payload: dict[str, Any]) -> list[str]:
 def is_batch(tie: str) -> bool:
     """Whether a tie is a batch membership (``b-<bid>``), not a lock."""
     return tie.startswith(keys.BATCH_PREFIX)
+
+
+def with_result(ties: str, batch_key: str, value: str) -> str:
+    """``ties`` (encoded) with ``value``, a JSON text, riding on the line of the batch ``batch_key``.
+
+    The ack's Lua step keeps it as the job's batch result before it counts the job (lua/batch_lib.lua),
+    so a job is never acked as succeeded without its result. JSON text holds no raw tab or newline.
+    """
+    return SEPARATOR.join(f"{line}{RESULT_MARK}{value}" if line == batch_key else line
+                          for line in ties.split(SEPARATOR))
 
 
 def encode(locks: list[str]) -> str:

@@ -39,6 +39,7 @@ FIXED_TYPES: dict[str, str] = {
     keys.IN_PROGRESS_REGISTRY: "set",
     keys.BEATS: "zset",
     keys.ORPHAN_COUNTS: "hash",
+    keys.DEAD_BYTES: "string",
     keys.FINISHED_LATE: "hash",
     keys.REVOKED: "zset",
     keys.RESULT_WAITERS: "hash",
@@ -64,6 +65,7 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.limiter_owners(""), "hash"),
     (keys.limiter_waiters(""), "zset"),
     (keys.limiter_waiting(""), "hash"),
+    (keys.limiter_lost(""), "zset"),
     # Periodic entries' keys (docs/periodic.md).
     (keys.PERIODIC_STATE_PREFIX, "hash"),
     (keys.PERIODIC_HISTORY_PREFIX, "list"),

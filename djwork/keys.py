@@ -28,6 +28,7 @@ IN_PROGRESS_REGISTRY = "djwork:inprogress"  # SET of in-progress LIST keys, for 
 STAT_EXPIRED = "djwork:stat:expired"  # STRING integer, INCRBY: jobs dropped unrun past their expires_at
 BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
 ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
+DEAD_BYTES = "djwork:dead-bytes"  # STRING integer: bytes of the `dead` members djwork filed (lua/dead_lib.lua)
 # HASH jid -> epoch seconds: jobs that finished after their process's shutdown
 # deadline pushed them back and whose copy had already left the queue; a fetch
 # or take that meets such a copy drops it instead of running the job again.
@@ -172,6 +173,11 @@ def limiter_waiters(name: str) -> str:
 def limiter_waiting(name: str) -> str:
     """HASH ``djwork:limiter-waiting:<name>``: token -> "deadline\\tidentity\\tjid"."""
     return f"djwork:limiter-waiting:{name}"
+
+
+def limiter_lost(name: str) -> str:
+    """ZSET ``djwork:limiter-lost:<name>``: token -> when its slot was freed under its holder (concurrent)."""
+    return f"djwork:limiter-lost:{name}"
 
 
 def limiter_wake(name: str, token: str) -> str:

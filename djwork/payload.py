@@ -150,6 +150,10 @@ def loads(raw: str | bytes) -> dict[str, Any]:
             job = json.loads(raw)
         except (ValueError, TypeError) as error:
             raise PayloadError(f"payload is not valid JSON: {error}") from error
+        except RecursionError as error:
+            # Past orjson's 1,024 levels the stdlib reader recurses until Python stops it: uncaught, the
+            # job stayed in progress and came back to the next worker, forever.
+            raise PayloadError(f"payload is nested too deep for a JSON reader ({error})") from error
     if not isinstance(job, dict):
         raise PayloadError(f"payload is a JSON {type(job).__name__}, not an object")
     if not isinstance(job.get("class"), str) or not job["class"]:

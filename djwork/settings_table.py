@@ -245,6 +245,11 @@ SETTINGS: tuple[SettingSpec, ...] = (
         " count, before it takes the normal retry path; a limiter's own `reschedule=` overrides it. docs/limiters.md."),
     SettingSpec("DEAD_MAX_JOBS", 10_000, count, "djwork.E011", "size cap of the dead set, e.g. 10000", "Jobs",
                 "Size cap of the dead set; the oldest entries are trimmed."),
+    SettingSpec("DEAD_MAX_BYTES", 64 * 1024 * 1024, count, "djwork.E011",
+                "byte cap of the dead set, e.g. 67108864 (64 MiB)", "Jobs",
+                "Byte cap of the dead set (its members' JSON): past it, the oldest entries are trimmed, the newest"
+                " always kept. djwork's own: Sidekiq caps `dead` by count and age only. docs/wire.md, dead.",
+                doc_default="`67108864` (64 MiB)"),
     SettingSpec("DEAD_TIMEOUT", 180 * 24 * 3600, seconds, "djwork.E010",
                 "seconds a dead job is kept, e.g. 15552000 (180 days)", "Jobs",
                 "Seconds a dead job is kept.", doc_default="`15552000` (180 days)"),

@@ -167,14 +167,31 @@ batch_end = function(hash, jid, outcome)
   batch_check(hash)
 end
 
+-- A succeeded member's return value (raw JSON), kept in this same step as its ack, before its batch is
+-- told: the success it may fire splices every result (batch_results_json). Only for a batch that keeps
+-- results; the results live as long as the batch. Written by the client, it was lost when Redis was
+-- away at the job's end, and the ack that followed handed `null` to the next step.
+local function batch_keep(hash, jid, value)
+  if redis.call('HEXISTS', hash, 'keep_results') == 0 then return end
+  redis.call('HSET', hash .. '-results', jid, value)
+  local ttl = redis.call('PTTL', hash)
+  if ttl > 0 then redis.call('PEXPIRE', hash .. '-results', ttl) end
+end
+
 -- A job's ties (djwork/job_locks.py, "\n"-separated): a lock key is deleted if `jid` still owns it,
--- except on 'retry' (the job lives on); a b-<bid> line is its batch, told the outcome. A batch
--- whose keys are broken logs and is skipped: it must not fail the ack of the jobs beside it.
+-- except on 'retry' (the job lives on); a b-<bid> line is its batch, told the outcome. A batch line
+-- may carry the job's return value after a tab (djwork/job_locks.py's with_result), kept on 'ok'. A
+-- batch whose keys are broken logs and is skipped: it must not fail the ack of the jobs beside it.
 local function ties_end(list, jid, outcome)
   if jid == '' or not list or list == '' then return end
-  for key in string.gmatch(list, '[^\n]+') do
+  for line in string.gmatch(list, '[^\n]+') do
+    local key, value = string.match(line, '^([^\t]*)\t(.*)$')
+    key = key or line
     if string.sub(key, 1, 2) == 'b-' then
-      local ok, err = pcall(batch_end, key, jid, outcome)
+      local ok, err = pcall(function()
+        if value and outcome == 'ok' then batch_keep(key, jid, value) end
+        batch_end(key, jid, outcome)
+      end)
       if not ok then redis.log(redis.LOG_WARNING, 'djwork: batch ' .. key .. ' not counted: ' .. tostring(err)) end
     elseif outcome ~= 'retry' and redis.pcall('GET', key) == jid then
       redis.call('DEL', key)

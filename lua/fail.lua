@@ -6,9 +6,11 @@
 -- a dead one does (locks released, its batch told), and its record stays REVOKED.
 -- KEYS[1] = in-progress LIST (or the queue itself in basic mode: nothing is removed then),
 -- KEYS[2] = target ZSET (retry or dead), KEYS[3] = dead ZSET, KEYS[4] = djwork:orphan-counts HASH,
--- KEYS[5] = djwork:revoked ZSET, KEYS[6] = djwork:result-waiters HASH
+-- KEYS[5] = djwork:revoked ZSET, KEYS[6] = djwork:result-waiters HASH, KEYS[7] = djwork:dead-bytes STRING
+-- (only read when trimming)
 -- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),
--- ARGV[3] = score, ARGV[4] = "1" to trim dead, ARGV[5] = dead cutoff score, ARGV[6] = dead max size,
+-- ARGV[3] = score, ARGV[4] = '0', or the byte cap of dead to trim it (dead_lib), ARGV[5] = dead cutoff score,
+-- ARGV[6] = dead max size (entries),
 -- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
 -- ARGV[9] = the job's ties, "\n"-separated (djwork/job_locks.py): lock keys, released when the filing
 -- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (batch_lib),
@@ -16,15 +18,15 @@
 -- result_lib)
 -- Returns 1.
 --@include result_lib
+--@include dead_lib
 local retrying = ARGV[2] ~= '' and KEYS[2] ~= KEYS[3]
 if retrying and ARGV[8] ~= '' and KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1
     and result_revoked(KEYS[5], ARGV[8], result_now()) then
   retrying = false
 elseif ARGV[2] ~= '' then
   redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
-  if ARGV[4] == '1' then
-    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', '(' .. ARGV[5])
-    redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[6]) + 1))
+  if ARGV[4] ~= '0' then
+    dead_trim(KEYS[3], KEYS[7], ARGV[2], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[4]))
   end
 end
 if ARGV[7] == '1' then

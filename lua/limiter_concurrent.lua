@@ -8,9 +8,13 @@
 -- `waiting` HASH token -> "deadline\tidentity\tjid"); whenever a slot frees, the oldest waiter is
 -- granted it here and then, so a newcomer can't take it first, and the grant is returned for the
 -- caller to wake that waiter (LPUSH to its own wake list, which it BLPOPs).
+-- A slot freed under a live holder (its process taken for dead while it was stalled, or a reset) is
+-- marked in `lost` (ZSET token -> when); the holder's release finds the mark and counts the overage
+-- then, once: the limit was exceeded while it ran on beside the slot's new holder. A release without
+-- a mark (a replay) counts nothing, and a reclaimed slot was counted at its reclaim.
 -- KEYS[1] = djwork:limiters ZSET, KEYS[2] = djwork:limiter-holdings ZSET,
--- then six keys per limiter g = 1..n: KEYS[2+6g-5..2+6g] = metadata HASH, stats HASH,
--- holders ZSET, owners HASH, waiters ZSET, waiting HASH (n = 1 except for op free)
+-- then seven keys per limiter g = 1..n: KEYS[2+7g-6..2+7g] = metadata HASH, stats HASH,
+-- holders ZSET, owners HASH, waiters ZSET, waiting HASH, lost ZSET (n = 1 except for op free)
 -- ARGV[1] = op:
 --   acquire: ARGV[2] = name, [3] = size, [4] = lock_timeout, [5] = ttl, [6] = token, [7] = identity,
 --            [8] = jid or '', [9] = wait budget left (seconds), [10] = registry sweep batch,
@@ -23,7 +27,8 @@
 --   acquire: {status, now, retry_after, acquired_at, reclaimed, granted token...}; status 1 held,
 --            0 queued (wait up to retry_after, then call again with the same token), -1 over the limit;
 --            a token already holding (granted meanwhile, or a replayed call) answers 1
---   release: {1 if it still held the slot else 0, now, seconds held, reclaimed, granted token...}
+--   release: {1 if it still held the slot else 0, now, seconds held, reclaimed,
+--            1 if its slot had been freed under it (counted now as an overage) else 0, granted token...}
 --   free:    {freed, left (holdings of limiters not in KEYS), granted name, granted token, ...}
 --   reset:   {freed, now, granted token...}; delete: {freed, now}
 local now_parts = redis.call('TIME')
@@ -32,15 +37,17 @@ local op = ARGV[1]
 -- A waiter calls again right at its deadline; only one that missed it by this much is gone.
 local GRACE = 1
 local RECLAIM_BATCH = 100
+-- A mark in `lost` older than this is dropped: a holder stalled for a day is not waited for.
+local LOST_KEPT = 86400
 
 local function fmt(seconds)
   return string.format('%.6f', seconds)
 end
 
 local function keys_of(g)
-  local base = 2 + 6 * (g - 1)
+  local base = 2 + 7 * (g - 1)
   return {meta = KEYS[base + 1], stats = KEYS[base + 2], holders = KEYS[base + 3],
-          owners = KEYS[base + 4], waiters = KEYS[base + 5], waiting = KEYS[base + 6]}
+          owners = KEYS[base + 4], waiters = KEYS[base + 5], waiting = KEYS[base + 6], lost = KEYS[base + 7]}
 end
 
 -- cfg = {name, size, lock_timeout, ttl_ms}; nil fields when the metadata is gone (expired or deleted).
@@ -77,6 +84,14 @@ local function unhold(k, name, token)
     redis.call('ZREM', KEYS[2], identity .. '\t' .. name .. '\t' .. token)
   end
   return owner
+end
+
+-- A live holder may still be running under `token`: its release counts the overage (see above).
+local function mark_lost(k, cfg, token)
+  if not cfg.ttl_ms then return end  -- metadata gone: a key made now would never expire
+  redis.call('ZADD', k.lost, now, token)
+  redis.call('ZREMRANGEBYSCORE', k.lost, '-inf', '(' .. fmt(now - LOST_KEPT))
+  redis.call('PEXPIRE', k.lost, math.max(cfg.ttl_ms, LOST_KEPT * 1000))
 end
 
 local function reclaim(k, cfg)
@@ -128,7 +143,7 @@ end
 if op == 'free' then
   local identity = ARGV[2]
   local groups = {}
-  for g = 1, (#KEYS - 2) / 6 do groups[ARGV[2 + g]] = g end
+  for g = 1, (#KEYS - 2) / 7 do groups[ARGV[2 + g]] = g end
   local entries = redis.call('ZRANGEBYLEX', KEYS[2], '[' .. identity .. '\t', '[' .. identity .. '\t\255')
   local freed, left, touched = 0, 0, {}
   for i = 1, #entries do
@@ -141,6 +156,7 @@ if op == 'free' then
       redis.call('ZREM', KEYS[2], entries[i])
       if unhold(k, name, token) then
         count(k, cfg, 'orphaned', 1)
+        mark_lost(k, cfg, token)  -- taken for dead: a stalled one comes back and releases
         freed = freed + 1
       end
       touched[g] = cfg
@@ -165,12 +181,15 @@ local name = ARGV[2]
 if op == 'reset' or op == 'delete' then
   local cfg = cfg_from_meta(k, name)
   local tokens = redis.call('ZRANGE', k.holders, 0, -1)
-  for i = 1, #tokens do unhold(k, name, tokens[i]) end
+  for i = 1, #tokens do
+    unhold(k, name, tokens[i])
+    if op == 'reset' then mark_lost(k, cfg, tokens[i]) end
+  end
   -- Owners without a lease (never, unless edited by hand) would keep index entries alive.
   local owners = redis.call('HKEYS', k.owners)
   for i = 1, #owners do unhold(k, name, owners[i]) end
   if op == 'delete' then
-    redis.call('DEL', k.meta, k.stats, k.holders, k.owners, k.waiters, k.waiting)
+    redis.call('DEL', k.meta, k.stats, k.holders, k.owners, k.waiters, k.waiting, k.lost)
     redis.call('ZREM', KEYS[1], name)
     return {#tokens, fmt(now)}
   end
@@ -187,13 +206,17 @@ if op == 'release' then
   -- Its own holding first: reclaim() would take a lapsed lease of this very caller for someone else's.
   local owner = unhold(k, name, token)
   local reclaimed = reclaim(k, cfg)
+  local lost = 0
   if owner then
     count(k, cfg, 'held', 1)
     count(k, cfg, 'held_us', math.floor(held_for * 1000000))
     -- Past its lease but not reclaimed (nobody asked meanwhile): still an overage, counted once.
     if held_for > cfg.lock_timeout then count(k, cfg, 'overages', 1) end
+  elseif redis.call('ZREM', k.lost, token) == 1 then
+    lost = 1
+    count(k, cfg, 'overages', 1)
   end
-  return append({owner and 1 or 0, fmt(now), fmt(held_for), reclaimed}, grant(k, cfg))
+  return append({owner and 1 or 0, fmt(now), fmt(held_for), reclaimed, lost}, grant(k, cfg))
 end
 
 -- acquire: register (or refresh) on use, sweep a bounded batch of expired names from the registry.

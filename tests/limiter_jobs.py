@@ -30,6 +30,8 @@ return now
 
 three_at_once = limiter.concurrent("test-three", 3, wait_timeout=1, lock_timeout=300)
 ten_a_second = limiter.window("test-ten", 10, 1)
+# A short lease: a holder stalled by a test outlives it before the reaper takes its process for dead.
+stall_three = limiter.concurrent("test-stall", 3, wait_timeout=30, lock_timeout=1)
 
 
 def _body(key, seconds: float) -> None:
@@ -55,6 +57,13 @@ def concurrent_job(key, seconds):
 @djwork.job(limits=[three_at_once])
 def concurrent_long_once(key, seconds):
     """Long on its first run (a test kills the worker under it), short afterwards."""
+    first = conn().hget(STARTS, str(key)) is None
+    _body(key, seconds if first else 0.0)
+
+
+@djwork.job(limits=[stall_three])
+def stalled_once(key, seconds):
+    """Long on its first run (a test stalls the worker under it with SIGSTOP), short afterwards."""
     first = conn().hget(STARTS, str(key)) is None
     _body(key, seconds if first else 0.0)
 

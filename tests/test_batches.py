@@ -16,6 +16,7 @@ import pytest
 import djwork
 from djwork import dead, job_locks, keys, scripts
 from djwork.batches import BatchError
+from djwork.batches import runtime as batch_runtime
 from tests import batch_jobs
 
 
@@ -150,6 +151,45 @@ def test_callback_args_and_results_in_order_reach_the_success_callback(raw_redis
     callback = json.loads(raw_redis.lindex(keys.queue("default"), 0))
     assert callback["kwargs"] == {"import_id": 7}
     assert callback["args"][0]["results"] == [None, "two", [1]]
+
+
+def ack_returning(raw_redis, job: dict, value) -> None:
+    """fetch.lua's ack of a successful run whose return value rides on its batch line (batches/runtime.py)."""
+    raw = json.dumps(job)
+    ties = batch_runtime.keep_result(job_locks.encode(job_locks.locks_of(job)), job, value)
+    scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED,
+                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated"],
+                     [0, "reliable", 1, 0, "none", -1, raw, job["jid"], ties, "", ""])
+
+
+def test_results_ride_on_the_acks_and_reach_the_success_callback_in_order(raw_redis):
+    batch = djwork.Batch(on_success=batch_jobs.on_event, keep_results=True)
+    with batch.jobs():
+        for index in range(3):
+            batch_jobs.member.delay(index)
+    jobs = members(raw_redis)
+    fail(raw_redis, jobs[0], "retry")  # a retry filing keeps no result, even on a line that carries one
+    for job, value in zip(reversed(jobs), ([1, "\t\n"], "two", {"x": None}), strict=True):
+        ack_returning(raw_redis, job, value)
+    callback = json.loads(raw_redis.lindex(keys.queue("default"), 0))
+    assert callback["args"][0]["results"] == [{"x": None}, "two", [1, "\t\n"]]
+
+
+def test_a_batch_that_keeps_no_results_stores_none_from_its_acks(raw_redis):
+    batch = djwork.Batch(on_success=batch_jobs.on_event)
+    with batch.jobs():
+        batch_jobs.member.delay(0)
+    [job] = members(raw_redis)
+    ties = job_locks.encode(job_locks.locks_of(job))
+    assert batch_runtime.keep_result(ties, job, "ignored") == ties  # not even carried
+    # A line that carries one anyway (the flag unreadable as the job ended): the script reads the flag.
+    raw = json.dumps(job)
+    scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED,
+                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated"],
+                     [0, "reliable", 1, 0, "none", -1, raw, job["jid"],
+                      job_locks.with_result(ties, keys.batch(batch.bid), '"ignored"'), "", ""])
+    assert not raw_redis.exists(keys.batch_results(batch.bid))
+    assert events_pushed(raw_redis) == ["success"]
 
 
 def test_adding_to_an_existing_batch_and_to_a_missing_one(raw_redis):

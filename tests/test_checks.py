@@ -246,6 +246,7 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("HEALTH_PORT", "8081", "djwork.E022"),
     ("MAX_ORPHANINGS", 0, "djwork.E011"),
     ("DEAD_MAX_JOBS", "100", "djwork.E011"),
+    ("DEAD_MAX_BYTES", 0, "djwork.E011"),
     ("HISTORY_MAX_LENGTH", -1, "djwork.E011"),
     ("RESULT_TTL", 1.5, "djwork.E011"),
     ("RESULT_MAX_BYTES", 0, "djwork.E011"),

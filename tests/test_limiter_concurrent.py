@@ -197,3 +197,47 @@ def test_the_index_names_the_holding_process_and_the_script_takes_its_keys(raw_r
     holding.release()  # a second release is a no-op, not a second count
     assert stats("idx")["held"] == 1
     assert raw_redis.exists(keys.limiter_holders("idx"), keys.limiter_owners("idx")) == 0
+
+
+def test_holders_taken_for_dead_that_ran_on_count_one_overage_each_and_warn(raw_redis, caplog):
+    # concurrent(3) wholly held by a process that stalls past lock_timeout (SIGSTOP): the reaper frees its
+    # slots, three new holders come in, and the stalled ones come back and release beside them.
+    three = concurrent("stall", 3, lock_timeout=0.2)
+    set_process_identity("stalled:1:aa")
+    stalled = [three.acquire(jid=f"old-{index}") for index in range(3)]
+    lease_end = max(raw_redis.zscore(keys.limiter_holders("stall"), slot.token) for slot in stalled)
+    wait_until(lambda: float(".".join(str(part) for part in raw_redis.time())) > lease_end, 10,
+               "the leases to run out on Redis's clock")
+    assert release_slots_of("stalled:1:aa") == 3
+    set_process_identity("live:2:bb")
+    fresh = [three.acquire(jid=f"new-{index}") for index in range(3)]
+    assert stats("stall")["overages"] == 0  # freed as orphaned: nobody knows yet that they ran on
+    with caplog.at_level(logging.WARNING, logger="djwork.limiter"):
+        for slot in stalled:
+            slot.release()
+    assert stats("stall")["overages"] == 3 and stats("stall")["orphaned"] == 3
+    warnings = [record for record in caplog.records if "freed under its holder" in record.getMessage()]
+    assert len(warnings) == 3 and all(record.levelno == logging.WARNING for record in warnings)
+    assert "the limit of 3 was exceeded" in warnings[0].getMessage()
+    for slot in fresh:
+        slot.release()
+    assert stats("stall")["overages"] == 3 and raw_redis.zcard(keys.limiter_lost("stall")) == 0
+
+
+def test_a_replayed_release_of_a_freed_slot_counts_its_overage_once(raw_redis):
+    gate = concurrent("gate", 1)
+    set_process_identity("stalled:1:aa")
+    holding = gate.acquire(jid="old")
+    release_slots_of("stalled:1:aa")
+    holding.release()
+    gate._release(holding)  # the replay policy re-sends a release whose reply was lost
+    assert stats("gate")["overages"] == 1
+
+
+def test_a_reset_under_a_running_holder_is_an_overage_at_its_release(raw_redis):
+    gate = concurrent("gate", 1)
+    holding = gate.acquire(jid="running")
+    LimiterStatus("gate").reset()
+    gate.acquire(jid="after-reset").release()
+    holding.release()
+    assert stats("gate")["overages"] == 1

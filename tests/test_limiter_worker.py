@@ -112,6 +112,26 @@ def test_a_killed_holder_frees_its_slot_with_orphan_recovery_not_lock_timeout(wo
     assert Limiter("test-three").detail().summary.stats.overages == 0
 
 
+def test_a_stalled_holder_taken_for_dead_counts_its_overlap_as_overages_warns_and_shows_them(
+        workers, raw_redis, admin_client):  # noqa: F811
+    overrides = {"ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5, "REAPER_INTERVAL": 0.5}
+    stalled = workers.start("-c", "3", "-q", "default", overrides=overrides, label="stalled")
+    limiter_jobs.stalled_once.delay_many([(f"old-{index}", 5) for index in range(3)])
+    wait_until(lambda: _used("test-stall") == 3 and raw_redis.hlen("t:starts") == 3, 20,
+               "all three slots held and the bodies started")
+    stalled.send(signal.SIGSTOP)  # past lock_timeout (1 s) and ORPHAN_THRESHOLD: taken for dead
+    # The reaper only: it takes nothing from `default`, so no acquire reclaims the lapsed leases first.
+    reaper = workers.start("-c", "1", "-q", "low", overrides=overrides, label="reaper")
+    reaper.wait_log("freed 3 limiter slot(s) held by dead process", 30)
+    stalled.send(signal.SIGCONT)
+    wait_until(lambda: Limiter("test-stall").detail().summary.stats.overages == 3, 30,
+               "the three holders that ran on counted as overages")
+    assert stalled.log().count("slot was freed under its holder") == 3
+    assert all(" WARNING " in line for line in stalled.log().splitlines() if "freed under its holder" in line)
+    page = admin_client.get("/djwork/limits/").content.decode()
+    assert "3 overages" in page
+
+
 def test_a_refused_job_is_rescheduled_without_its_retry_count_until_the_cap(workers, raw_redis):  # noqa: F811
     ref = limiter_jobs.refused_inside.delay("never")
     worker = workers.start("-c", "2", overrides={**FAST_POLL, "LIMITER_MAX_RESCHEDULES": 3})

@@ -93,6 +93,8 @@ def parse_json(raw: Any) -> tuple[Any, str | None]:
         return json.loads(raw), None
     except (ValueError, TypeError) as error:
         return None, f"not valid JSON ({error})"
+    except RecursionError:  # a payload nested thousands deep: shown as unreadable, not a 500
+        return None, "nested too deep for a JSON reader"
 
 
 @dataclass

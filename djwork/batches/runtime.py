@@ -2,9 +2,11 @@
 
 Both facts live in the batch's hash; they are read once per batch per
 second per process (``FLAGS_TTL``), not once per job: a batch invalidated
-now stops its jobs from starting within that second. A kept result is
-written before the job's ack, so by the time the last ack fires ``success``
-every result is in place (lua/batch_lib.lua splices them into the callback).
+now stops its jobs from starting within that second. A kept result rides
+on the job's ack and is written by the ack's own Lua step before it counts
+the job, so no ack counts a job as succeeded without its result, and by the
+time the last ack fires ``success`` every result is in place
+(lua/batch_lib.lua splices them into the callback).
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ import time
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
-from djwork import keys
+from djwork import job_locks, keys
 from djwork import redis as redis_layer
 from djwork.payload import dumps, is_json_native
 
 logger = logging.getLogger("djwork")
 
-PENDING_TTL = 30 * 24 * 3600  # as the batch's other keys (batch.py)
 FLAGS_TTL = 1.0  # seconds a batch's flags are trusted in this process
 MAX_CACHED = 4096
 
@@ -83,21 +84,21 @@ def invalidated(payload: dict[str, Any]) -> bool:
         return False
 
 
-def keep_result(payload: dict[str, Any], result: Any) -> None:
-    """Store a batch member's return value, before its ack, when its batch keeps results."""
-    bid = bid_of(payload)
-    if bid is None:
-        return
-    try:
-        if not flags(bid).keeps_results:
-            return
-        value = dumps({"r": result if is_json_native(result) else None})[5:-1]
-        def write(conn: Any) -> None:
-            pipe = conn.pipeline(transaction=False)
-            pipe.hset(keys.batch_results(bid), payload.get("jid", ""), value)
-            pipe.expire(keys.batch_results(bid), PENDING_TTL)
-            pipe.execute()
+def keep_result(ties: str, payload: dict[str, Any], result: Any) -> str:
+    """The job's ties (its ack's argument) carrying its return value, when its batch keeps results.
 
-        redis_layer.run(write, idempotent=True)
-    except Exception:
-        logger.exception("djwork: keeping the result of job %s for batch %s failed", payload.get("jid"), bid)
+    Kept by the ack's own Lua step (lua/batch_lib.lua), not by a write of its own before it: that
+    write failed while Redis was away, only logged, and the ack that followed counted the job as
+    succeeded with no result, so the next step of a chain received ``null``.
+    """
+    bid = bid_of(payload)
+    if bid is None or keys.batch(bid) not in ties.split(job_locks.SEPARATOR):
+        return ties
+    try:
+        keeps = flags(bid).keeps_results
+    except Exception:  # Redis away: carried anyway; the ack's step reads the flag itself
+        keeps = True
+    if not keeps:
+        return ties
+    value = dumps({"r": result if is_json_native(result) else None})[5:-1]
+    return job_locks.with_result(ties, keys.batch(bid), value)

@@ -32,9 +32,9 @@ SHORTEST_BLOCK = 0.01  # BLPOP's timeout 0 means forever: never send it
 
 
 def group_keys(name: str) -> list[str]:
-    """The six keys lua/limiter_concurrent.lua takes per limiter, in its order."""
+    """The seven keys lua/limiter_concurrent.lua takes per limiter, in its order."""
     return [keys.limiter(name), keys.limiter_stats(name), keys.limiter_holders(name), keys.limiter_owners(name),
-            keys.limiter_waiters(name), keys.limiter_waiting(name)]
+            keys.limiter_waiters(name), keys.limiter_waiting(name), keys.limiter_lost(name)]
 
 
 def script_keys(*names: str) -> list[str]:
@@ -154,13 +154,19 @@ class ConcurrentLimiter(Limiter):
 
         def block(conn: Any) -> list[Any]:
             reply = self._script(conn, args)
-            wake(conn, [(self.name, _text(granted)) for granted in reply[4:]])
+            wake(conn, [(self.name, _text(granted)) for granted in reply[5:]])
             return reply
 
-        # Replayed: releasing a token twice frees nothing the second time.
-        held, _now, held_for, reclaimed = redis_layer.run(block, idempotent=True)[:4]
+        # Replayed: releasing a token twice frees nothing the second time, and counts nothing.
+        held, _now, held_for, reclaimed, lost = redis_layer.run(block, idempotent=True)[:5]
         held_for = float(held_for)
-        if held_for > self.lock_timeout:
+        if int(lost):
+            # A stalled holder (SIGSTOP, a long GC pause) taken for dead: its slot went to another
+            # holder while it ran on. Said at INFO and left uncounted, the limit was silently exceeded.
+            logger.warning("djwork: limiter %s slot was freed under its holder after %.3f s (its process was "
+                           "taken for dead, or the limiter was reset) and the job ran on: the limit of %d was "
+                           "exceeded meanwhile; counted as an overage", self.name, held_for, self.size)
+        elif held_for > self.lock_timeout:
             logger.warning("djwork: limiter %s slot held %.3f s, past its lock_timeout of %g s (%s)",
                            self.name, held_for, self.lock_timeout,
                            "counted as an overage" if int(held) else "it had been reclaimed")

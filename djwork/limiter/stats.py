@@ -23,7 +23,7 @@ FIELDS = {
     "waited": "admissions after waiting",
     "wait_us": "microseconds those admissions waited, in all",
     "over": "OverLimit answers (no admission within wait_timeout)",
-    "overages": "holdings that outlived lock_timeout (the limit was exceeded meanwhile)",
+    "overages": "holders that ran on past their slot: past lock_timeout, or freed under them (the limit was exceeded)",
     "reclaimed": "slots taken back from a holder past lock_timeout",
     "orphaned": "slots freed because their process was found dead",
     "rescheduled": "jobs sent back to wait for the limit (counted by the worker)",

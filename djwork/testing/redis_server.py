@@ -47,6 +47,9 @@ class TlsFiles:
 class RedisServer:
     """One private redis-server process; ``restart()`` keeps its port (for outage tests).
 
+    ``append_only=True``: it keeps an fsynced AOF in its directory, so ``kill()`` then ``start()``
+    finds the data again, as a production Redis with AOF on does after a crash.
+
     ``unix_socket=True``: it listens on ``<directory>/redis.sock`` only (no TCP
     port). ``tls``: it listens for TLS only, on ``port``, and asks clients for no
     certificate of their own. ``extra_args`` come last, so they override the defaults (``--appendonly yes``,
@@ -54,7 +57,7 @@ class RedisServer:
     """
 
     def __init__(self, port: int | None = None, directory: str | None = None, *, unix_socket: bool = False,
-                 tls: TlsFiles | None = None, extra_args: Sequence[str] = ()) -> None:
+                 tls: TlsFiles | None = None, append_only: bool = False, extra_args: Sequence[str] = ()) -> None:
         self.binary = shutil.which("redis-server")
         if self.binary is None:
             raise RuntimeError(INSTALL_HINT)
@@ -67,6 +70,7 @@ class RedisServer:
         # tmp_path can be that long) is refused by the kernel.
         self.socket_path = self.directory / "redis.sock" if unix_socket else None
         self.tls = tls
+        self.append_only = append_only
         self.extra_args = list(extra_args)
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -92,6 +96,13 @@ class RedisServer:
                     "--tls-cert-file", str(self.tls.cert_file), "--tls-key-file", str(self.tls.key_file),
                     "--tls-ca-cert-file", str(self.tls.ca_file), "--tls-auth-clients", "no"]
         return ["--port", str(self.port), "--bind", "127.0.0.1"]
+
+    def _persistence_arguments(self) -> list[str]:
+        # append_only: every write fsynced before its reply, so a kill -9 and a start() in the same
+        # directory bring back all a client was told was written (the outage tests' restart).
+        if self.append_only:
+            return ["--appendonly", "yes", "--appendfsync", "always"]
+        return ["--appendonly", "no"]
 
     def _open_socket(self) -> socket.socket:
         if self.socket_path is not None:
@@ -126,7 +137,7 @@ class RedisServer:
             return self
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
-            [self.binary, *self._listen_arguments(), "--save", "", "--appendonly", "no",
+            [self.binary, *self._listen_arguments(), "--save", "", *self._persistence_arguments(),
              "--dir", str(self.directory), "--protected-mode", "no", "--maxclients", "2000",
              *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -269,8 +269,8 @@ class Executor(SideExits):
             unit.processed = 1
             if events is not None and events.started:
                 events.succeeded(result)
-            if "bid" in payload:  # before the ack, which may fire the batch's success with every result
-                batch_runtime.keep_result(payload, result)
+            if "bid" in payload:  # kept by the ack's own step, which may fire the batch's success with every result
+                unit.locks = batch_runtime.keep_result(unit.locks, payload, result)
             if result_record.wants_result(payload):  # written by the ack's own Lua step (fetch.lua)
                 unit.result = result_record.success_spec(result, self.config)
             unit.acknowledge(jid)
