@@ -86,7 +86,8 @@ BOUNDS: tuple[KeyBound, ...] = (
     KeyBound("queue:<name>", JOB, cap="each job leaves it when fetched"),
     KeyBound("schedule", JOB, cap="each job leaves it when due"),
     KeyBound("retry", JOB, cap="each job leaves it at its next try; retries end in dead"),
-    KeyBound("dead", JOB, cap="DEAD_MAX_JOBS (10,000) and DEAD_TIMEOUT (180 days)"),
+    KeyBound("dead", JOB, cap="DEAD_MAX_JOBS (10,000), DEAD_MAX_BYTES (64 MiB) and DEAD_TIMEOUT (180 days)"),
+    KeyBound("djwork:dead-bytes", FIXED),
     KeyBound("processes", PROCESS, cap="removed on a clean stop; pruned once its hash expired"),
     KeyBound("<identity>", PROCESS, ttl="60 s, renewed by each beat"),
     KeyBound("<identity>:work", PROCESS, ttl="60 s, renewed by each beat"),
@@ -141,6 +142,8 @@ BOUNDS: tuple[KeyBound, ...] = (
     KeyBound("djwork:limiter-waiting:<name>", JOB, ttl=_LIMITER_TTL, cap="a waiter leaves at its grant or "
              "deadline"),
     KeyBound("djwork:limiter-wake:<name>|<token>", JOB, ttl="10 s"),
+    KeyBound("djwork:limiter-lost:<name>", JOB, ttl="the limiter's ttl, at least a day", cap="marks older than "
+             "a day dropped at each mark"),
     # Periodic jobs.
     KeyBound("djwork:periodic:entries", ENTRY),
     KeyBound("djwork:periodic:state:<id>", ENTRY),
