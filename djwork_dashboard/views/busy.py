@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from djwork import api
+from djwork.api.in_progress import taken_since_beat
 from djwork_dashboard.views.base import action_view, back, confirm, page_view, render_page, safe_next
 
 SIGNALS = {"quiet": "TSTP", "stop": "TERM"}
@@ -23,8 +24,9 @@ REFRESH_SECONDS = 5
 def busy(request: HttpRequest) -> HttpResponse:
     processes = api.ProcessSet().all()
     works = api.WorkSet().all(processes)
+    taken = taken_since_beat(processes, works)
     return render_page(request, "djwork_dashboard/busy.html", {
-        "processes": processes, "works": works, "leader": api.ProcessSet.leader(),
+        "processes": processes, "works": works + taken, "taken": len(taken), "leader": api.ProcessSet.leader(),
         "total_busy": sum(process.busy for process in processes),
         "total_concurrency": sum(process.concurrency for process in processes),
         "total_rss": sum(process.rss_kb for process in processes),
