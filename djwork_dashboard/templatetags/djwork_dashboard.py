@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -73,6 +75,8 @@ def duration(seconds: float | None) -> str:
         return "—"
     if seconds == 0:
         return "0s"
+    if seconds < 0.001:
+        return f"{seconds * 1_000_000:.0f}µs"
     if seconds < 0.1:
         return f"{seconds * 1000:.1f}ms"
     if seconds < 1:
@@ -84,10 +88,51 @@ def duration(seconds: float | None) -> str:
     return _ago(seconds)
 
 
+# A run's outcome as a badge: red only for a failure. A job a rate limit put off ("rescheduled") did not fail,
+# and wore red on the History page while the Periodic page showed it neutral.
+OUTCOME_BADGE = {"ok": "badge-ok", "retry": "badge-warn", "rescheduled": "badge-plain"}
+
+
+@register.filter
+def status_badge(status: str) -> str:
+    return OUTCOME_BADGE.get(status, "badge-bad")
+
+
+@register.filter
+def relative(value: dt.datetime | None) -> str:
+    """Only "3m ago" / "in 12s" (full UTC time on hover), beside a time already printed in full."""
+    if not isinstance(value, dt.datetime):
+        return format_html('<span class="muted">{}</span>', "—")
+    delta = (timezone.now() - value).total_seconds()
+    shown = "just now" if abs(delta) < 1 else f"{_ago(delta)} ago" if delta > 0 else f"in {_ago(delta)}"
+    return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(),
+                       utc(value).strftime("%Y-%m-%d %H:%M:%S UTC"), shown)
+
+
+SEPARATORS = re.compile(r"([.:/_|@-])")
+
+
+@register.filter
+def breakable(value: object) -> str:
+    """Escaped, with a line-break opportunity after each separator (. : / _ | @ -): an identity or a class
+    name wraps between its parts, never mid-word ("worker-1:4242:a1b2" broke as "work / er-1")."""
+    return mark_safe(SEPARATORS.sub(r"\1<wbr>", str(conditional_escape("" if value is None else value))))
+
+
 @register.filter
 def ms(value: float | None) -> str:
     """Milliseconds -> a duration."""
     return duration(None if value is None else float(value) / 1000)
+
+
+@register.filter
+def run_time(item: object, which: str = "total") -> str:
+    """A class's ``total`` or ``average`` time of successful runs. Runs are counted in whole milliseconds
+    (Sidekiq's rule), so a class whose runs each took under 1 ms has a total of 0: "< 1 ms", not "0s"."""
+    succeeded, total_ms = getattr(item, "succeeded", 0), getattr(item, "totals", {}).get("ms", 0)
+    if succeeded and not total_ms:
+        return "< 1 ms"
+    return ms(total_ms if which == "total" else getattr(item, "average_ms", 0.0))
 
 
 @register.filter
