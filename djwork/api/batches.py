@@ -45,10 +45,11 @@ def with_after_state(conn: Any, statuses: list[BatchStatus | None]) -> list[Batc
         return statuses
     pipe = conn.pipeline(transaction=False)
     for status in waiting:
-        pipe.hmget(keys.batch(str(status.after)), "success_at", "settled_at")
+        pipe.hmget(keys.batch(str(status.after)), "bid", "success_at", "settled_at")
     states = {}
-    for status, (success_at, settled_at) in zip(waiting, pipe.execute(), strict=True):
-        # Its predecessor expired (a day after its success): the job was pushed long ago.
+    for status, (exists, success_at, settled_at) in zip(waiting, pipe.execute(), strict=True):
+        if exists is None:
+            continue  # the predecessor's keys expired (a day after its success): the job was pushed long ago
         states[status.bid] = "" if success_at is not None else "never" if settled_at is not None else "waiting"
     return [dataclasses.replace(status, after_state=states[status.bid]) if status is not None
             and states.get(status.bid) else status for status in statuses]

@@ -44,6 +44,11 @@ def _ago(seconds: float) -> str:
     return f"{int(seconds // 86400)}d {int(seconds % 86400 // 3600)}h"
 
 
+def _from_now(value: dt.datetime) -> str:
+    delta = (timezone.now() - value).total_seconds()
+    return "just now" if abs(delta) < 1 else f"{_ago(delta)} ago" if delta > 0 else f"in {_ago(delta)}"
+
+
 def utc(value: dt.datetime) -> dt.datetime:
     """Every time the dashboard prints is UTC, as its footer is: one clock whatever the project's TIME_ZONE."""
     return value.astimezone(dt.UTC) if timezone.is_aware(value) else value.replace(tzinfo=dt.UTC)
@@ -55,8 +60,7 @@ def reltime(value: dt.datetime | None) -> str:
     today, UTC) and in full as its title."""
     if not isinstance(value, dt.datetime):
         return format_html('<span class="muted">{}</span>', "—")
-    delta = (timezone.now() - value).total_seconds()
-    shown = "just now" if abs(delta) < 1 else f"{_ago(delta)} ago" if delta > 0 else f"in {_ago(delta)}"
+    shown = _from_now(value)
     at = utc(value)
     absolute = at.strftime("%Y-%m-%d %H:%M:%S UTC")
     beside = at.strftime("%H:%M:%S UTC") if at.date() == dt.datetime.now(dt.UTC).date() else absolute
@@ -103,10 +107,8 @@ def relative(value: dt.datetime | None) -> str:
     """Only "3m ago" / "in 12s" (full UTC time on hover), beside a time already printed in full."""
     if not isinstance(value, dt.datetime):
         return format_html('<span class="muted">{}</span>', "—")
-    delta = (timezone.now() - value).total_seconds()
-    shown = "just now" if abs(delta) < 1 else f"{_ago(delta)} ago" if delta > 0 else f"in {_ago(delta)}"
     return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(),
-                       utc(value).strftime("%Y-%m-%d %H:%M:%S UTC"), shown)
+                       utc(value).strftime("%Y-%m-%d %H:%M:%S UTC"), _from_now(value))
 
 
 SEPARATORS = re.compile(r"([.:/_|@-])")
