@@ -136,6 +136,7 @@ def test_busy_lists_a_job_as_soon_as_its_process_took_it_not_at_the_next_beat(ad
     assert not raw_redis.hgetall(f"{identity}:work")  # the next beat is up to 30 s away
     page = admin_client.get(reverse("djwork_dashboard:busy")).content.decode()
     assert re.search(r'id="running-count">1<', page) and "busy-now" in page
+    assert re.search(r'data-label="Busy">1 / 2<', page) and "1 / 2</span>" in page  # the row and "Threads busy"
     assert "taken since the process" in page
     worker.send(signal.SIGTERM)
     worker.wait_exit(30)

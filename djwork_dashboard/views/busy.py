@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
@@ -25,9 +27,13 @@ def busy(request: HttpRequest) -> HttpResponse:
     processes = api.ProcessSet().all()
     works = api.WorkSet().all(processes)
     taken = taken_since_beat(processes, works)
+    # A process's busy count comes with its beat; a job it took since then is a row already, so the count
+    # is at least its rows (it read "0 / 5" beside a running job).
+    rows = Counter(work.identity for work in works + taken)
+    busy = {process.identity: max(process.busy, rows[process.identity]) for process in processes}
     return render_page(request, "djwork_dashboard/busy.html", {
         "processes": processes, "works": works + taken, "taken": len(taken), "leader": api.ProcessSet.leader(),
-        "total_busy": sum(process.busy for process in processes),
+        "busy": busy, "total_busy": sum(busy.values()),
         "total_concurrency": sum(process.concurrency for process in processes),
         "total_rss": sum(process.rss_kb for process in processes),
         "refresh_seconds": REFRESH_SECONDS,
