@@ -103,6 +103,12 @@ def status_badge(status: str) -> str:
 
 
 @register.filter
+def utc_stamp(value: dt.datetime | None) -> str:
+    """"2026-06-02 03:04:05 UTC" (Django's ``date`` filter would print the project's TIME_ZONE)."""
+    return utc(value).strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(value, dt.datetime) else "—"
+
+
+@register.filter
 def relative(value: dt.datetime | None) -> str:
     """Only "3m ago" / "in 12s" (full UTC time on hover), beside a time already printed in full."""
     if not isinstance(value, dt.datetime):
