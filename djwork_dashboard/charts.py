@@ -1,8 +1,10 @@
 """Server-side SVG chart geometry for the Metrics pages: numbers only, the templates draw them.
 
-No JavaScript and nothing fetched: a chart is a viewBox of fixed size that
-scales to the card's width (390-px phones included), with polylines, bars
-and deploy marks computed here. Every string a template prints as text
+No JavaScript and nothing fetched: a chart is a viewBox that scales to the
+card's width, with polylines, bars and deploy marks computed here. A chart
+alone in its card is WIDE_WIDTH units wide, one of two side by side
+WIDTH, so at 1,280 px both fill their card with text about its CSS size
+(a 480-unit chart capped at 720 px left half of a wide card empty). Every string a template prints as text
 (labels, class names) goes through Django's escaping there; what this
 module puts in attributes is numbers and the palette below.
 """
@@ -12,9 +14,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-WIDTH, HEIGHT = 480.0, 200.0
+WIDTH, WIDE_WIDTH, HEIGHT = 480.0, 960.0, 200.0
 LEFT, RIGHT, TOP, BOTTOM = 44.0, 8.0, 10.0, 22.0
-PALETTE = ("#2f6fdf", "#d9480f", "#2b8a3e", "#ae3ec9", "#e8590c", "#1098ad", "#5c7cfa", "#868e96")
+# Told apart at a glance, in the legend's small swatches too (the fifth was an orange next to the second's).
+PALETTE = ("#2f6fdf", "#d9480f", "#2b8a3e", "#ae3ec9", "#f2b705", "#1098ad", "#212529", "#868e96")
+# Durations: a chart in seconds of sub-millisecond jobs read "0 s" on every tick; these pick a readable unit.
+TIME_UNITS = ((1.0, 1.0, " s"), (0.001, 1000.0, " ms"), (0.0, 1_000_000.0, " µs"))
 
 
 @dataclass
@@ -23,6 +28,7 @@ class Line:
     color: str
     points: str  # "x,y x,y ..." for <polyline>
     dots: list[tuple[float, float]]  # a lone sample gets a dot: a one-point polyline draws nothing
+    partial: str = ""  # the last segment, into the bucket still under way: drawn dashed
 
 
 @dataclass
@@ -50,6 +56,7 @@ class Chart:
     y_ticks: list[Tick] = field(default_factory=list)
     x_ticks: list[Tick] = field(default_factory=list)
     marks: list[Tick] = field(default_factory=list)
+    in_progress: bool = False  # the last bucket is drawn dashed: still under way
     plot_left: float = LEFT
     plot_right: float = WIDTH - RIGHT
     plot_top: float = TOP
@@ -81,13 +88,26 @@ def _bucket_label(bucket: str) -> str:
     return bucket[11:16]  # "2026-02-04T08:40:00Z" -> "08:40"
 
 
+def time_scale(top: float, unit: str) -> tuple[float, str]:
+    """The factor and unit the axis of a chart whose top is ``top`` prints its values in."""
+    if unit != " s":
+        return 1.0, unit
+    return next((factor, name) for floor, factor, name in TIME_UNITS if top >= floor)
+
+
 def line_chart(buckets: list[str], series: list[tuple[str, dict[str, float]]],
-               marks: list[tuple[str, str]] = (), unit: str = "") -> Chart:
+               marks: list[tuple[str, str]] = (), unit: str = "", wide: bool = False,
+               last_in_progress: bool = False) -> Chart:
     """One line per series over ``buckets`` (oldest first); missing buckets read as 0.
 
-    ``marks`` are (bucket, label) pairs drawn as vertical lines (deploys).
+    ``marks`` are (bucket, label) pairs drawn as vertical lines (deploys). A time ``unit`` of " s" is
+    printed in ms or µs when the values are that small. ``wide``: a chart alone in its card.
+    ``last_in_progress``: the newest bucket is the minute (or ten) under way, whose counts arrive at each
+    process's next beat; drawn solid it read as every line dropping at the right edge while the table
+    counted the runs, so it is a dashed segment of its own ("so far").
     """
-    chart = Chart()
+    width = WIDE_WIDTH if wide else WIDTH
+    chart = Chart(width=width, plot_right=width - RIGHT)
     top = nice_ceiling(max((value for _label, values in series for value in values.values()), default=0.0))
     span_x = chart.plot_right - chart.plot_left
     span_y = chart.plot_bottom - chart.plot_top
@@ -99,20 +119,27 @@ def line_chart(buckets: list[str], series: list[tuple[str, dict[str, float]]],
 
     for index, (label, values) in enumerate(series):
         coordinates = [(position[bucket], y_of(values.get(bucket, 0.0))) for bucket in buckets]
+        partial = ""
+        if last_in_progress and len(coordinates) > 1:
+            partial = " ".join(f"{x:.1f},{y:.1f}" for x, y in coordinates[-2:])
+            coordinates = coordinates[:-1]
         points = " ".join(f"{x:.1f},{y:.1f}" for x, y in coordinates)
         chart.lines.append(Line(label, PALETTE[index % len(PALETTE)], points,
-                                coordinates if len(coordinates) == 1 else []))
-    chart.y_ticks = [Tick(y_of(top * step / 4), number(top * step / 4) + (unit if step == 4 else ""))
+                                coordinates if len(coordinates) == 1 else [], partial))
+    chart.in_progress = last_in_progress and len(buckets) > 1
+    factor, shown_unit = time_scale(top, unit)
+    chart.y_ticks = [Tick(y_of(top * step / 4), number(top * step / 4 * factor) + (shown_unit if step == 4 else ""))
                      for step in range(5)]
-    every = max(1, len(buckets) // 5)
+    every = max(1, len(buckets) // (10 if wide else 5))
     chart.x_ticks = [Tick(position[bucket], _bucket_label(bucket)) for bucket in buckets[::every]]
     chart.marks = [Tick(position[bucket], label) for bucket, label in marks if bucket in position]
     return chart
 
 
-def bar_chart(values: list[int], labels: list[str]) -> Chart:
+def bar_chart(values: list[int], labels: list[str], wide: bool = False) -> Chart:
     """One bar per value (the histogram's 26 buckets), labelled below every few bars."""
-    chart = Chart()
+    width = WIDE_WIDTH if wide else WIDTH
+    chart = Chart(width=width, plot_right=width - RIGHT)
     top = nice_ceiling(max(values, default=0))
     span_x = chart.plot_right - chart.plot_left
     span_y = chart.plot_bottom - chart.plot_top

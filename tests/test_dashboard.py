@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import re
@@ -516,3 +517,16 @@ def test_display_filters():
     assert "—" in str(tags.reltime(None))
     assert tags.queue_url("bad name") == "" and "&lt;b&gt;" in str(tags.queue_link("<b>"))
     assert tags.tojson({"a": "<b>"}) == '{"a": "<b>"}'
+
+
+def test_history_shows_when_each_run_finished_the_order_it_is_listed_in(admin_client, raw_redis):
+    started = time.time() - 3600
+    seed.history(raw_redis, klass="LongJob", started=started, duration_ms=30 * 60 * 1000)  # 30 minutes
+    seed.history(raw_redis, klass="LimitedJob", status="rescheduled")
+    content = admin_client.get(url("history")).content.decode()
+    long_row = re.search(r'<tr class="status-ok">.*?LongJob.*?</tr>', content, re.S).group(0)
+    finished = dt.datetime.fromtimestamp(started + 1800, dt.UTC).strftime("%H:%M:%S UTC")
+    assert ">Finished<" in content and finished in long_row  # not its start, 30 minutes before
+    # A job a rate limit put off did not fail: no red badge.
+    rescheduled = re.search(r'<tr class="status-rescheduled">.*?</tr>', content, re.S).group(0)
+    assert "badge-bad" not in rescheduled and "badge-plain" in rescheduled

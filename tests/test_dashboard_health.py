@@ -107,3 +107,36 @@ def test_busy_shows_a_requested_quiet_or_stop_at_once(admin_client, raw_redis):
     row = re.search(r'<tr data-identity="web.1:1:a".*?</tr>', admin_client.get(busy).content.decode(), re.S)
     assert "stop requested" in row.group(0)
     assert 'data-refresh="5"' in html and "data-refresh-toggle" in html
+
+
+def test_the_strip_counts_processes_as_the_busy_rows_show_them(admin_client, raw_redis):
+    for identity in ("web.1:1:a", "web.2:2:b", "web.3:3:c"):
+        seed.process(raw_redis, identity, queues=["default"])  # no heartbeat: a signal stays queued
+    for identity, action in (("web.1:1:a", "quiet"), ("web.2:2:b", "stop")):
+        admin_client.post(reverse("djwork_dashboard:busy_action"), {"action": action, "identity": identity})
+    busy = admin_client.get(reverse("djwork_dashboard:busy")).content.decode()
+    assert "quiet requested" in busy and "stop requested" in busy
+    # It said "3 running · 0 quiet" beside rows reading "quiet requested" and "stop requested".
+    assert counts(strip(admin_client.get(reverse("djwork_dashboard:busy")))) == (1, 2)
+
+
+def test_busy_lists_a_job_as_soon_as_its_process_took_it_not_at_the_next_beat(admin_client, workers,  # noqa: F811
+                                                                              raw_redis):
+    # A beat every 30 s: the work hash lists the job only then, the in-progress list at once.
+    worker = workers.start("-q", "default", "-c", "2", overrides={"HEARTBEAT_INTERVAL": 30, "ORPHAN_THRESHOLD": 90})
+    identity = worker.identity(raw_redis)
+    wait_until(lambda: raw_redis.hget(identity, "beat"), 20, "the first beat")
+    seed.push(raw_redis, seed.job(klass="tests.worker_jobs.slow", args=["busy-now", 8]))
+
+    def taken() -> bool:
+        held = raw_redis.lrange(f"djwork:inprogress:{identity}|default", 0, -1)
+        return any(b"busy-now" in raw for raw in held)
+
+    wait_until(taken, 20, "the worker to take the job")
+    assert not raw_redis.hgetall(f"{identity}:work")  # the next beat is up to 30 s away
+    page = admin_client.get(reverse("djwork_dashboard:busy")).content.decode()
+    assert re.search(r'id="running-count">1<', page) and "busy-now" in page
+    assert re.search(r'data-label="Busy">1 / 2<', page) and "1 / 2</span>" in page  # the row and "Threads busy"
+    assert "taken since the process" in page
+    worker.send(signal.SIGTERM)
+    worker.wait_exit(30)

@@ -207,9 +207,9 @@ def test_looking_writes_nothing(admin_client, waiter, raw_redis):
     assert keyspace(raw_redis) == before
 
 
-def test_unknown_limiter_redirects_to_the_list_with_a_message(admin_client, limiters):
-    response = admin_client.get(url("limiter", "never-used"), follow=True)
-    assert response.redirect_chain == [(url("limits"), 302)]
+def test_unknown_limiter_is_a_404_naming_it_in_the_dashboard_layout(admin_client, limiters):
+    response = admin_client.get(url("limiter", "never-used"))
+    assert response.status_code == 404 and 'id="not-found"' in response.content.decode()
     assert "No limiter never-used" in response.content.decode()
 
 

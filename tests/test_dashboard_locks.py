@@ -158,3 +158,9 @@ def test_dashboard_delete_and_kill_release_the_lock(admin_client, raw_redis):
     assert unique_keys(raw_redis) == {}
     assert json.loads(raw_redis.zrange(keys.DEAD, 0, -1)[0])["jid"] == killed.jid
     assert all(unique_jobs.sync_account.delay(n).enqueued for n in (1, 2, 3))
+
+
+def test_the_release_confirmation_names_the_jobs_class_and_arguments(admin_client, held):
+    form = {"action": "release", "digest": held["digest"], "owner": held["jid"], "next": url("locks")}
+    question = admin_client.post(url("lock_action"), form).content.decode()
+    assert f"tests.unique_jobs.sync_account {held['jid']} with arguments (42), queued," in question

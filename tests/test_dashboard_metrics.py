@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import math
 import re
 
 import orjson
@@ -14,6 +16,8 @@ from django.urls import reverse
 from djwork.api import mark_deploy
 from djwork.worker import queue_samples
 from djwork.worker.metrics import ExecutionMetrics, queue_writes
+from djwork_dashboard import charts
+from tests.browser import seed
 
 EVIL = "App::<script>alert(1)</script>"
 
@@ -102,3 +106,78 @@ def test_overview_draws_a_latency_sparkline_per_sampled_queue(viewer, recorded):
     (points,) = re.findall(r'aria-label="latency of mail over the last hour"><polyline points="([^"]+)"', page)
     ys = [float(pair.split(",")[1]) for pair in points.split()]
     assert len(ys) == 60 and min(ys) < 2 and ys.count(17.0) >= 57  # two samples with a job waiting, the rest at zero
+
+
+def lab(colour: str) -> tuple[float, float, float]:
+    """sRGB hex -> CIE L*a*b* (D65): distances in it are what an eye tells apart."""
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(int(colour[i:i + 2], 16) / 255) for i in (1, 3, 5))
+    x, y, z = ((r * 0.4124 + g * 0.3576 + b * 0.1805) / 0.95047, r * 0.2126 + g * 0.7152 + b * 0.0722,
+               (r * 0.0193 + g * 0.1192 + b * 0.9505) / 1.08883)
+
+    def f(v: float) -> float:
+        return v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_every_two_palette_colours_are_told_apart():
+    # The second and fifth were 7.7 apart (two oranges); 2.3 is a just-noticeable difference.
+    for first, second in itertools.combinations(charts.PALETTE, 2):
+        assert math.dist(lab(first), lab(second)) > 25, (first, second)
+
+
+def test_the_minute_under_way_is_a_dashed_segment_not_a_drop_to_zero(viewer, raw_redis):
+    now = dt.datetime.now(dt.UTC)
+    recorder = ExecutionMetrics()
+    for minutes_ago in (3, 2, 1):
+        for _ in range(10):
+            recorder.record("app.Steady", 100.0, False)
+        pipe = raw_redis.pipeline(transaction=False)
+        queue_writes(pipe, recorder.take(), now - dt.timedelta(minutes=minutes_ago))
+        pipe.execute()
+    page = viewer.get(url("metrics")).content.decode()
+    (solid,) = re.findall(r'<polyline class="mline" stroke="[^"]+" points="([^"]+)"', page)
+    (partial,) = re.findall(r'<polyline class="mline-partial" stroke="[^"]+" points="([^"]+)"', page)
+    ys = [float(pair.split(",")[1]) for pair in solid.split()]
+    assert len(ys) == 59 and ys[-1] == min(ys)  # the last finished minute is the line's last point, at its top
+    assert len(partial.split()) == 2 and partial.split()[0] == solid.split()[-1]
+    assert "dashed: the current bucket, so far" in page
+
+
+def test_sub_millisecond_classes_show_their_time_in_ms_and_us(viewer, raw_redis):
+    recorder = ExecutionMetrics()
+    for _ in range(40):
+        recorder.record("app.Fast", 0.3, False)  # counted as 0 whole milliseconds, as Sidekiq counts
+    recorder.record("app.Quick", 1.0, False)
+    for _ in range(3):
+        recorder.record("app.Quick", 0.2, False)  # 1 ms over 4 runs: 250 µs on average
+    pipe = raw_redis.pipeline(transaction=False)
+    queue_writes(pipe, recorder.take(), dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1))
+    pipe.execute()
+    page = viewer.get(url("metrics")).content.decode()
+    fast = re.search(r'<tr data-class="app.Fast">.*?</tr>', page, re.S).group(0)
+    assert 'data-label="Total time">&lt; 1 ms<' in fast and 'data-label="Average">&lt; 1 ms<' in fast
+    quick = re.search(r'<tr data-class="app.Quick">.*?</tr>', page, re.S).group(0)
+    assert 'data-label="Total time">1.0ms<' in quick and 'data-label="Average">250µs<' in quick
+    detail = viewer.get(url("metrics_class", "app.Fast")).content.decode()
+    assert "0.00 s" not in detail and "&lt; 1 ms" in detail
+    ticks = re.findall(r'<text class="axis"[^>]*text-anchor="end"[^>]*>([^<]+)</text>', detail)
+    assert any(tick.endswith(" ms") for tick in ticks), ticks  # p50 < 20 ms: the axis reads in ms, not "0.02 s"
+
+
+def test_a_queue_with_jobs_and_no_listener_is_charted_beside_busier_ones(viewer, raw_redis):
+    busy = [f"q{number}" for number in range(6)]
+    seed.process(raw_redis, "w.1:1:a", queues=busy)
+    for number, name in enumerate(busy):
+        for _ in range(10 + number):
+            seed.push(raw_redis, seed.job(queue=name), queue=name)
+    seed.push(raw_redis, seed.job(queue="orphans"), queue="orphans")  # one job, nobody reads it
+    now = dt.datetime.now(dt.UTC)
+    queue_samples.sample_once(now - dt.timedelta(minutes=1))
+    page = viewer.get(url("metrics_queues")).content.decode()
+    size_chart = re.search(r"<h2>Queue size</h2>.*?</figure>", page, re.S).group(0)
+    legend = re.findall(r'<span class="mkey"><span class="swatch"[^>]*></span>([^<]+)</span>', size_chart)
+    assert len(legend) == 5 and legend[0] == "orphans", legend

@@ -328,3 +328,16 @@ def test_busy_marks_the_leader_process(admin_client, raw_redis):
               re.findall(r'<tr data-identity="([^"]+)"(.*?)</tr>', content, re.S)}
     assert badges == {"web.1:101:aaa111": False, "web.2:102:bbb222": True}
     assert re.search(r'id="leader".*?web\.2:102:bbb222', content, re.S)
+
+
+def test_a_utc_entry_prints_its_next_run_once(admin_client, entries):
+    page = admin_client.get(url("periodic")).content.decode()
+    row = re.search(r'<tr data-entry="hourly".*?</tr>', page, re.S).group(0)
+    cell = re.search(r'data-label="Next run">(.*?)</td>', row, re.S).group(1)
+    shown = re.sub(r"<[^>]+>", " ", cell)  # the text a person reads (a title on hover aside)
+    assert shown.count("04:00") == 1, shown  # it read "04:00 UTC", "04:00 UTC" and "04:00:00 UTC"
+    nightly = re.search(r'<tr data-entry="nightly".*?</tr>', page, re.S).group(0)
+    assert "next-local" in nightly  # a zoned entry shows its own wall clock, then UTC
+    detail = re.sub(r"<[^>]+>", " ", re.search(r'id="next-run">(.*?)</dd>', admin_client.get(
+        url("periodic_entry", "hourly")).content.decode(), re.S).group(1))
+    assert detail.count("04:00") == 1, detail

@@ -53,7 +53,7 @@ def test_history_count_and_links(admin_client, raw_redis):
     assert run.id == retried
     retries = reverse("djwork_dashboard:set", args=["retries"])
     assert f'<a href="{retries}?q={run.jid}"' in html
-    assert """<a href="?class=app.Flaky" title="this class's history">app.Flaky</a>""" in html
+    assert """<a href="?class=app.Flaky" title="this class's history">app.<wbr>Flaky</a>""" in html
     unfiltered = admin_client.get(history).content.decode()
     assert '<span class="count" id="history-count" title="runs recorded">4</span>' in unfiltered
     assert unfiltered.count(f'href="{retries}?q=') == 1  # ok runs left no job to find

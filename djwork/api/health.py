@@ -90,8 +90,9 @@ class Health:
                 warnings.append(HealthWarning(
                     "late-beat", f"Process {p.identity} last beat {_human(now - p.beat)} ago "
                     f"(expected every {_human(heartbeat_interval)}).", identity=p.identity))
-        return cls(running=len([p for p in processes if not p.stopping]),
-                   quiet=len([p for p in processes if p.stopping]), warnings=warnings)
+        # Counted as the Busy page's rows show them: a process asked to quiet or stop is not "running"
+        # (the strip said "2 running" beside two rows reading "quiet requested").
+        return cls(running=len(takers), quiet=len(processes) - len(takers), warnings=warnings)
 
 
 def _human(seconds: float) -> str:

@@ -64,6 +64,13 @@ class Run:
                    error_class=record[6], error_message=record[7], identity=identity)
 
     @property
+    def finished(self) -> dt.datetime | None:
+        """When it ended: the stream holds runs in the order they finished, so this is the order they are listed."""
+        if self.started is None:
+            return None
+        return self.started + dt.timedelta(milliseconds=self.duration_ms or 0)
+
+    @property
     def failed(self) -> bool:
         return self.status not in ("ok", "")
 
@@ -175,6 +182,27 @@ class History:
             return HistoryPage(found, None)
 
         return access.read(read)
+
+    @staticmethod
+    def latest_runs(jids: list[str]) -> dict[str, Run]:
+        """Each jid's newest run among the last SCAN_LIMIT runs (a batch's callbacks): jid -> run.
+
+        A jid that has not run (or not lately) is left out."""
+        wanted = set(jids)
+
+        def read(conn: Any) -> dict[str, Run]:
+            found: dict[str, Run] = {}
+            try:
+                for scanned, (_run_id, run) in enumerate(runs_before(conn)):
+                    if run is not None and run.jid in wanted:
+                        found.setdefault(run.jid, run)
+                    if len(found) == len(wanted) or scanned >= SCAN_LIMIT:
+                        break
+            except ResponseError:
+                return {}
+            return found
+
+        return access.read(read) if wanted else {}
 
 
 def _number(fields: dict[Any, Any], name: str) -> int | None:

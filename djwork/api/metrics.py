@@ -244,6 +244,13 @@ class Metrics:
         return sorted(found, key=lambda mark: mark.at)
 
     @staticmethod
+    def known_class(name: str) -> bool:
+        """Whether ``name`` has ever run here (the running totals, which outlive every period, count it)."""
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).hexists(keys.METRICS_TOTALS, f"{name}|p")
+                            .execute(raise_on_error=False)[0])
+        return reply is True or reply == 1
+
+    @staticmethod
     def running_totals() -> dict[str, ClassMetrics]:
         """Every class's totals since the counters began (``djwork:metrics:totals``), with their histograms."""
 

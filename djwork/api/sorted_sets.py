@@ -180,6 +180,30 @@ class JobSet:
                 return entry
         return None
 
+    def find_jobs(self, jids: list[str], scan_max: int = SEARCH_SCAN_MAX) -> dict[str, SortedEntry]:
+        """The entries of these jids (a batch's failing jobs), in one walk of the set: jid -> entry.
+
+        Stops once each is found or after ``scan_max`` entries; a jid not found is left out.
+        """
+        wanted = set(jids)
+        needles = [jid.encode() for jid in wanted]
+        found: dict[str, SortedEntry] = {}
+        scanned = 0
+        while wanted - found.keys() and scanned < scan_max:
+            pairs = access.read(lambda conn, start=scanned: conn.pipeline(transaction=False)
+                                .zrange(self.key, start, start + SEARCH_BATCH - 1, withscores=True)
+                                .execute(raise_on_error=False)[0])
+            if not isinstance(pairs, list) or not pairs:
+                break
+            scanned += len(pairs)
+            # Only members holding one of the jids are parsed: most of a big set is other jobs.
+            candidates = [(member, score) for member, score in pairs
+                          if isinstance(member, bytes) and any(needle in member for needle in needles)]
+            for entry in self._entries(candidates):
+                if entry.job.jid in wanted:
+                    found.setdefault(entry.job.jid, entry)
+        return found
+
     def fetch(self, score: float, ident: str) -> SortedEntry | None:
         """The entry with this exact score and jid (or JobRecord.ident), else None."""
 

@@ -55,6 +55,7 @@ class UniqueLock:
     ttl: float | None  # seconds left; None when the key has no TTL (written by hand)
     where: str = "unknown"  # running | queued | scheduled | retry | dead | gone | unknown
     problems: tuple[str, ...] = ()
+    job: JobRecord | None = None  # the holder's payload where it was found (its class and arguments)
 
     @property
     def key(self) -> str:
@@ -76,6 +77,7 @@ class LockPage:
 @dataclass
 class _Places:
     found: dict[str, str] = field(default_factory=dict)  # jid -> place
+    payloads: dict[str, Any] = field(default_factory=dict)  # jid -> its payload as found there
     complete: bool = True
 
 
@@ -156,7 +158,9 @@ def _placed(lock: UniqueLock, located: _Places) -> UniqueLock:
     if not lock.owner:
         return lock
     where = located.found.get(lock.owner) or ("gone" if located.complete else "unknown")
-    return UniqueLock(lock.digest, lock.owner, lock.ttl, where, lock.problems)
+    payload = located.payloads.get(lock.owner)
+    return UniqueLock(lock.digest, lock.owner, lock.ttl, where, lock.problems,
+                      JobRecord.parse(payload) if payload is not None else None)
 
 
 def _locate(jids: set[str]) -> _Places:
@@ -219,6 +223,7 @@ def _note(places: _Places, jids: set[str], members: Iterable[Any], place: str) -
         candidates = {match.decode() for match in JID_IN.findall(raw)} & jids
         if candidates and (own := _own_jid(raw)) in candidates:
             places.found.setdefault(own, place)
+            places.payloads.setdefault(own, _payload(raw))
 
 
 def _own_jid(raw: bytes) -> str | None:
@@ -233,6 +238,17 @@ def _own_jid(raw: bytes) -> str | None:
             return _own_jid(item.encode())
     jid = item.get("jid") if isinstance(item, dict) else None
     return jid if isinstance(jid, str) else None
+
+
+def _payload(raw: bytes) -> Any:
+    """The job itself: a work hash value wraps it as {"queue", "payload", "run_at"}."""
+    try:
+        item = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw
+    if isinstance(item, dict) and "payload" in item and "jid" not in item:
+        return item["payload"]
+    return raw
 
 
 def _members(reply: Any) -> list[str]:

@@ -54,6 +54,22 @@ class BatchStatus:
     pending_jids: list[str] | None = None  # listed only when few (``jids_up_to``)
     failed_jids: list[str] | None = None
     dead_jids: list[str] | None = None
+    callback_jids: dict[str, str] = field(default_factory=dict)  # event -> the jid its callback runs as
+    canvas: bool = False  # made by a canvas (group, chord, chain, link), not by ``djwork.Batch``
+    after: str | None = None  # a canvas batch whose one job is the success callback of this batch
+    # For a batch with ``after``: "waiting" until that batch's success pushes this one's job, "never"
+    # when that batch settled without success (its job will never be pushed), "" otherwise (djwork.api).
+    after_state: str = ""
+
+    @property
+    def kind(self) -> str:
+        """What made it: "batch" (``djwork.Batch``) or the canvas primitive its description names."""
+        if not self.canvas:
+            return "batch"
+        for kind in ("chain", "chord", "group"):
+            if self.description.startswith(f"canvas: {kind} "):
+                return kind
+        return "link" if self.description.endswith(" with links") else "canvas"
 
     @property
     def succeeded(self) -> int:
@@ -99,9 +115,9 @@ class BatchStatus:
                 "parent": self.parent, "kids": self.kids}
 
 
-def _callback_class(head: Any) -> str:
+def _callback_field(head: Any, name: str) -> str:
     try:
-        return str(orjson.loads(_text(head) + "}").get("class", "?"))
+        return str(orjson.loads(_text(head) + "}").get(name, "?"))
     except (orjson.JSONDecodeError, AttributeError):
         return "?"
 
@@ -116,7 +132,9 @@ def parse(bid: str, fields: dict[Any, Any], pending: int, failures: int, dead: i
         bid=bid, description=_text(text.get("description", b"")), total=total, pending=pending,
         failures=failures, dead=dead, created_at=_time(text.get("created_at")),
         callback_queue=_text(text.get("cbq", b"default")),
-        callbacks={event: _callback_class(text[f"cb-{event}"]) for event in EVENTS if f"cb-{event}" in text},
+        callbacks={event: _callback_field(text[f"cb-{event}"], "class") for event in EVENTS if f"cb-{event}" in text},
+        callback_jids={event: _callback_field(text[f"cb-{event}"], "jid") for event in EVENTS if f"cb-{event}" in text},
+        canvas="canvas" in text, after=_text(text["after"]) if "after" in text else None,
         fired_at=fired,
         callback_errors={event: _text(text[f"{event}_error"]) for event in EVENTS if f"{event}_error" in text},
         invalidated_at=_time(text.get("invalidated")), keeps_results="keep_results" in text,

@@ -46,6 +46,9 @@ class Plan:
     description: str
     jids: list[str] = field(default_factory=list)
     callbacks: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # The batch whose success callback is this one's job (a chain's next step, a chord's body): until that
+    # fires, the job is not queued anywhere, and the dashboard says "waiting", not "running".
+    after: str = ""
 
     def fields(self, now: float) -> dict[str, Any]:
         found: dict[str, Any] = {"bid": self.bid, "description": self.description, "created_at": repr(now),
@@ -53,6 +56,8 @@ class Plan:
         for event, (head, spec) in self.callbacks.items():
             found[f"cb-{event}"] = head
             found[f"cx-{event}"] = spec
+        if self.after:
+            found["after"] = self.after
         return found
 
 
@@ -203,7 +208,7 @@ def apply_chord(header: list[Signature], body: Signature, options: dict[str, Any
     options = {**{k: v for k, v in body.options.items() if k in LINK_OPTIONS and v is not None},
                **_options(options, LINK_OPTIONS, "chord")}
     root = Plan(new_bid(), f"canvas: chord header of {len(header)} -> {body.task}")
-    body_plan = Plan(new_bid(), f"canvas: chord body {body.task}")
+    body_plan = Plan(new_bid(), f"canvas: chord body {body.task}", after=root.bid)
     jid, head, spec = callback(body, "all", body_plan.bid, root.bid)
     body_plan.jids = [jid]
     root.callbacks["success"] = (head, spec)
@@ -227,6 +232,7 @@ def apply_chain(steps: list[Signature], options: dict[str, Any]) -> ChainRef:
     for index in range(len(steps) - 1, 0, -1):  # each step, as the success callback of the one before
         jid, head, spec = callback(steps[index], "one", plans[index].bid, plans[index - 1].bid)
         plans[index].jids = [jid]
+        plans[index].after = plans[index - 1].bid
         plans[index - 1].callbacks["success"] = (head, spec)
         jids[index] = jid
     for index, (plan, step) in enumerate(zip(plans, steps, strict=True)):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 
 from django import template
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
 
 register = template.Library()
 
@@ -42,6 +44,11 @@ def _ago(seconds: float) -> str:
     return f"{int(seconds // 86400)}d {int(seconds % 86400 // 3600)}h"
 
 
+def _from_now(value: dt.datetime) -> str:
+    delta = (timezone.now() - value).total_seconds()
+    return "just now" if abs(delta) < 1 else f"{_ago(delta)} ago" if delta > 0 else f"in {_ago(delta)}"
+
+
 def utc(value: dt.datetime) -> dt.datetime:
     """Every time the dashboard prints is UTC, as its footer is: one clock whatever the project's TIME_ZONE."""
     return value.astimezone(dt.UTC) if timezone.is_aware(value) else value.replace(tzinfo=dt.UTC)
@@ -53,8 +60,7 @@ def reltime(value: dt.datetime | None) -> str:
     today, UTC) and in full as its title."""
     if not isinstance(value, dt.datetime):
         return format_html('<span class="muted">{}</span>', "—")
-    delta = (timezone.now() - value).total_seconds()
-    shown = "just now" if abs(delta) < 1 else f"{_ago(delta)} ago" if delta > 0 else f"in {_ago(delta)}"
+    shown = _from_now(value)
     at = utc(value)
     absolute = at.strftime("%Y-%m-%d %H:%M:%S UTC")
     beside = at.strftime("%H:%M:%S UTC") if at.date() == dt.datetime.now(dt.UTC).date() else absolute
@@ -73,6 +79,8 @@ def duration(seconds: float | None) -> str:
         return "—"
     if seconds == 0:
         return "0s"
+    if seconds < 0.001:
+        return f"{seconds * 1_000_000:.0f}µs"
     if seconds < 0.1:
         return f"{seconds * 1000:.1f}ms"
     if seconds < 1:
@@ -84,10 +92,55 @@ def duration(seconds: float | None) -> str:
     return _ago(seconds)
 
 
+# A run's outcome as a badge: red only for a failure. A job a rate limit put off ("rescheduled") did not fail,
+# and wore red on the History page while the Periodic page showed it neutral.
+OUTCOME_BADGE = {"ok": "badge-ok", "retry": "badge-warn", "rescheduled": "badge-plain"}
+
+
+@register.filter
+def status_badge(status: str) -> str:
+    return OUTCOME_BADGE.get(status, "badge-bad")
+
+
+@register.filter
+def utc_stamp(value: dt.datetime | None) -> str:
+    """"2026-06-02 03:04:05 UTC" (Django's ``date`` filter would print the project's TIME_ZONE)."""
+    return utc(value).strftime("%Y-%m-%d %H:%M:%S UTC") if isinstance(value, dt.datetime) else "—"
+
+
+@register.filter
+def relative(value: dt.datetime | None) -> str:
+    """Only "3m ago" / "in 12s" (full UTC time on hover), beside a time already printed in full."""
+    if not isinstance(value, dt.datetime):
+        return format_html('<span class="muted">{}</span>', "—")
+    return format_html('<time datetime="{}" title="{}">{}</time>', value.isoformat(),
+                       utc(value).strftime("%Y-%m-%d %H:%M:%S UTC"), _from_now(value))
+
+
+SEPARATORS = re.compile(r"([.:/_|@-])")
+
+
+@register.filter
+def breakable(value: object) -> str:
+    """Escaped, with a line-break opportunity after each separator (. : / _ | @ -): an identity or a class
+    name wraps between its parts, never mid-word ("worker-1:4242:a1b2" broke as "work / er-1")."""
+    return mark_safe(SEPARATORS.sub(r"\1<wbr>", str(conditional_escape("" if value is None else value))))
+
+
 @register.filter
 def ms(value: float | None) -> str:
     """Milliseconds -> a duration."""
     return duration(None if value is None else float(value) / 1000)
+
+
+@register.filter
+def run_time(item: object, which: str = "total") -> str:
+    """A class's ``total`` or ``average`` time of successful runs. Runs are counted in whole milliseconds
+    (Sidekiq's rule), so a class whose runs each took under 1 ms has a total of 0: "< 1 ms", not "0s"."""
+    succeeded, total_ms = getattr(item, "succeeded", 0), getattr(item, "totals", {}).get("ms", 0)
+    if succeeded and not total_ms:
+        return "< 1 ms"
+    return ms(total_ms if which == "total" else getattr(item, "average_ms", 0.0))
 
 
 @register.filter

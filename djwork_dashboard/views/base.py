@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.admin.views.decorators import staff_member_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -34,6 +34,22 @@ logger = logging.getLogger("djwork.dashboard")
 
 PER_PAGE = 25
 View = Callable[..., HttpResponse]
+
+
+class NotFound(Http404):
+    """What a page's URL names does not exist: every page answers it the same way, a 404 in the dashboard's
+    layout saying what was not found (one page redirected, another gave Django's bare 404, two an empty 200)."""
+
+    def __init__(self, title: str, detail: str = "", back_to: str = "djwork_dashboard:overview",
+                 back_label: str = "Overview") -> None:
+        super().__init__(title)
+        self.title, self.detail, self.back_to, self.back_label = title, detail, back_to, back_label
+
+
+def not_found(request: HttpRequest, error: NotFound) -> HttpResponse:
+    return render_page(request, "djwork_dashboard/not_found.html", {
+        "title": error.title, "detail": error.detail, "back_url": reverse(error.back_to),
+        "back_label": error.back_label}, status=404)
 
 
 def redis_unavailable(request: HttpRequest, error: api.RedisUnavailable) -> HttpResponse:
@@ -57,6 +73,8 @@ def page_view(view: View) -> View:
             raise PermissionDenied("You need the djwork_dashboard.view_dashboard permission.")
         try:
             return view(request, *args, **kwargs)
+        except NotFound as error:
+            return not_found(request, error)
         except api.RedisUnavailable as error:
             return redis_unavailable(request, error)
 
@@ -76,6 +94,8 @@ def action_view(view: View) -> View:
             raise PermissionDenied("You need the djwork_dashboard.manage_dashboard permission to do this.")
         try:
             return view(request, *args, **kwargs)
+        except NotFound as error:
+            return not_found(request, error)
         except api.RedisUnavailable as error:
             # Before ApiError, its base: an outage is a 503 page, not a message on the page it left.
             return redis_unavailable(request, error)

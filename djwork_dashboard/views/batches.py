@@ -11,12 +11,14 @@ import re
 from dataclasses import dataclass
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.http import urlencode
 
 from djwork import api
 from djwork_dashboard.views.base import (
     PER_PAGE,
+    NotFound,
     action_view,
     back,
     clamp_page,
@@ -28,6 +30,8 @@ from djwork_dashboard.views.base import (
 )
 
 BID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")
+# The list's kind filter: the batches a canvas makes for its steps (17 rows for a few canvases) hide by default.
+KINDS = {"batch": "Batches", "canvas": "Canvas steps", "all": "All"}
 JIDS_SHOWN = 50  # a batch's pending, failing and dead jids are listed when there are at most this many
 
 
@@ -63,43 +67,78 @@ class BatchRow:
         s = self.status
         if s.invalidated:
             return "invalidated"
-        return "succeeded" if s.success else "settled" if s.settled else "complete" if s.complete else "running"
+        if s.success or s.settled or s.complete:
+            return "succeeded" if s.success else "settled" if s.settled else "complete"
+        # A canvas step whose job the step before has not pushed yet is queued nowhere: not "running".
+        return {"waiting": "waiting", "never": "never runs"}.get(s.after_state, "running")
 
     @property
-    def events(self) -> list[dict[str, object]]:
-        s = self.status
-        return [{"event": event, "callback": s.callbacks.get(event, ""), "at": _when(s.fired_at.get(event)),
-                 "error": s.callback_errors.get(event, "")} for event in api.BATCH_EVENTS]
+    def kind(self) -> str:
+        return self.status.kind
+
+
+def callback_rows(s: api.BatchStatus, runs: dict[str, api.Run]) -> list[dict[str, object]]:
+    """Each event's callback: its class and jid, when it fired, and what became of it.
+
+    An event claimed after Invalidate pushed nothing; one claimed before it ran as usual, so only the
+    former is "not pushed" (the page said so of a callback that had already run)."""
+    rows = []
+    for event in api.BATCH_EVENTS:
+        fired = s.fired_at.get(event)
+        jid = s.callback_jids.get(event, "")
+        suppressed = fired is not None and s.invalidated_at is not None and fired >= s.invalidated_at
+        rows.append({"event": event, "callback": s.callbacks.get(event, ""), "at": _when(fired),
+                     "error": s.callback_errors.get(event, ""), "suppressed": suppressed,
+                     "jid": jid if jid != "?" else "", "run": runs.get(jid) if fired and not suppressed else None})
+    return rows
 
 
 def bid_or_404(bid: str) -> str:
     if not BID.match(bid):
-        raise Http404("not a batch id")
+        raise NotFound(f"No batch {bid}", "That is not a batch id.", "djwork_dashboard:batches", "Batches")
     return bid
 
 
 @page_view
 def batches(request: HttpRequest) -> HttpResponse:
     term = request.GET.get("q", "").strip()[:200]
-    listing = api.Batches(term)
+    kind = request.GET.get("kind", "batch")
+    if kind not in KINDS:
+        messages.warning(request, f"“{kind[:40]}” is not a kind of batch; showing {KINDS['batch'].lower()}.")
+        kind = "batch"
+    listing = api.Batches(term, kind=kind)
     page = clamp_page(request, listing.page(page_number(request), PER_PAGE),
                       lambda number: listing.page(number, PER_PAGE))
+    query = urlencode({**({"q": term} if term else {}), **({"kind": kind} if kind != "batch" else {})})
     return render_page(request, "djwork_dashboard/batches.html", {
-        "page": page, "rows": [BatchRow(status) for status in page.items], "q": term,
+        "page": page, "rows": [BatchRow(status) for status in page.items], "q": term, "kind": kind,
+        "kinds": KINDS.items(), "query": query + "&" if query else "",
     })
+
+
+def failures(s: api.BatchStatus) -> list[tuple[str, api.SortedEntry]]:
+    """The failing and dead jobs' entries (class, error) with their set, as Sidekiq Pro's batch page lists them.
+
+    Only when their jids are listed (at most JIDS_SHOWN of each); a jid that left its set meanwhile is left out."""
+    found = [("retries", entry) for entry in api.RetrySet().find_jobs(s.failed_jids).values()] if s.failed_jids else []
+    found += [("dead", entry) for entry in api.DeadSet().find_jobs(s.dead_jids).values()] if s.dead_jids else []
+    return sorted(found, key=lambda pair: pair[1].score, reverse=True)
 
 
 @page_view
 def batch(request: HttpRequest, bid: str) -> HttpResponse:
     status = api.Batch(bid_or_404(bid)).status(jids_up_to=JIDS_SHOWN)
     if status is None:
-        messages.error(request, f"No batch {bid}: it expired (a day after its success, 30 days otherwise) "
-                                f"or never existed.")
-        return HttpResponseRedirect(reverse("djwork_dashboard:batches"))
+        raise NotFound(f"No batch {bid}", "It expired (a day after its success, 30 days otherwise) or never "
+                                          "existed.", "djwork_dashboard:batches", "Batches")
     parent = reverse("djwork_dashboard:batch", args=[status.parent]) if status.parent and BID.match(
         status.parent) else ""
+    after = reverse("djwork_dashboard:batch", args=[status.after]) if status.after and BID.match(
+        status.after) else ""
+    runs = api.History.latest_runs([jid for event, jid in status.callback_jids.items() if event in status.fired_at])
     return render_page(request, "djwork_dashboard/batch.html", {
-        "row": BatchRow(status), "s": status, "jids_shown": JIDS_SHOWN, "parent_url": parent,
+        "row": BatchRow(status), "s": status, "jids_shown": JIDS_SHOWN, "parent_url": parent, "after_url": after,
+        "callbacks": callback_rows(status, runs), "failures": failures(status),
     })
 
 

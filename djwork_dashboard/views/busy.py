@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from djwork import api
+from djwork.api.in_progress import taken_since_beat
 from djwork_dashboard.views.base import action_view, back, confirm, page_view, render_page, safe_next
 
 SIGNALS = {"quiet": "TSTP", "stop": "TERM"}
@@ -23,9 +26,14 @@ REFRESH_SECONDS = 5
 def busy(request: HttpRequest) -> HttpResponse:
     processes = api.ProcessSet().all()
     works = api.WorkSet().all(processes)
+    taken = taken_since_beat(processes, works)
+    # A process's busy count comes with its beat; a job it took since then is a row already, so the count
+    # is at least its rows (it read "0 / 5" beside a running job).
+    rows = Counter(work.identity for work in works + taken)
+    busy = {process.identity: max(process.busy, rows[process.identity]) for process in processes}
     return render_page(request, "djwork_dashboard/busy.html", {
-        "processes": processes, "works": works, "leader": api.ProcessSet.leader(),
-        "total_busy": sum(process.busy for process in processes),
+        "processes": processes, "works": works + taken, "taken": len(taken), "leader": api.ProcessSet.leader(),
+        "busy": busy, "total_busy": sum(busy.values()),
         "total_concurrency": sum(process.concurrency for process in processes),
         "total_rss": sum(process.rss_kb for process in processes),
         "refresh_seconds": REFRESH_SECONDS,

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from djwork import api
 from djwork_dashboard.views.base import (
     PER_PAGE,
+    NotFound,
     action_view,
     back,
     clamp_page,
@@ -60,7 +61,8 @@ def limiter_or_404(name: str) -> api.Limiter:
     try:
         return api.Limiter(name)
     except ValueError:
-        raise Http404("not a limiter name") from None
+        raise NotFound(f"No limiter {name}", "That is not a limiter name (letters, digits and _ . : -, at most 200 "
+                                             "characters).", "djwork_dashboard:limits", "Limits") from None
 
 
 def limit_text(summary: api.LimiterSummary) -> str:
@@ -96,8 +98,8 @@ def limits(request: HttpRequest) -> HttpResponse:
 def limiter(request: HttpRequest, name: str) -> HttpResponse:
     detail = limiter_or_404(name).detail()
     if detail is None:
-        messages.error(request, f"No limiter {name}: it expired, was deleted, or has never been used.")
-        return HttpResponseRedirect(reverse("djwork_dashboard:limits"))
+        raise NotFound(f"No limiter {name}", "It expired, was deleted, or has never been used.",
+                       "djwork_dashboard:limits", "Limits")
     return render_page(request, "djwork_dashboard/limiter.html", {
         "name": name, "row": row(detail.summary), "limiter": detail.summary,
         "stats": detail.summary.stats, "holders": detail.holders, "waiters": detail.waiters,

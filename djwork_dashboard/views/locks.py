@@ -32,6 +32,16 @@ def locks(request: HttpRequest) -> HttpResponse:
     })
 
 
+def _holder(digest: str, owner: str) -> str:
+    """The job holding the lock as a person knows it, by class and arguments (a digest and a jid say little)."""
+    lock = api.UniqueLocks().get(digest)
+    if lock is None or lock.owner != owner:
+        return f"Job {owner} (no longer holding it: the release will do nothing)"
+    if lock.job is None:
+        return f"Job {owner} ({lock.where}: its class and arguments were not found)"
+    return f"{lock.job.display_class} {owner} with arguments ({lock.job.args_text[:200]}), {lock.where},"
+
+
 @action_view
 def lock_action(request: HttpRequest) -> HttpResponse:
     action = request.POST.get("action", "")
@@ -50,8 +60,9 @@ def lock_action(request: HttpRequest) -> HttpResponse:
         return back(request, "djwork_dashboard:locks")
     if not request.POST.get("confirmed"):
         return confirm(request, "Release this unique lock?",
-                       f"Job {owner} holds lock {digest}. Released, a new copy of that job can be queued at once, "
-                       f"next to the one holding it now (which keeps running or waiting). This can't be undone.",
+                       f"{_holder(digest, owner)} holds lock {digest}. Released, a new copy of that job can be queued "
+                       f"at once, next to the one holding it now (which keeps running or waiting). This can't be "
+                       f"undone.",
                        {"action": action, "digest": digest, "owner": owner, "next": safe_next(request)},
                        button="Release lock")
     if api.UniqueLocks().release(digest, owner=owner):

@@ -16,10 +16,12 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from djwork import api
+from djwork.api.health import Health
 from djwork.api.metrics import PERIODS, percentile_ms
+from djwork.conf import get_config
 from djwork.metrics_layout import BUCKET_LABELS
-from djwork_dashboard.charts import bar_chart, line_chart
-from djwork_dashboard.views.base import PER_PAGE, page_number, page_view, render_page
+from djwork_dashboard.charts import Chart, bar_chart, line_chart
+from djwork_dashboard.views.base import PER_PAGE, NotFound, page_number, page_view, render_page
 
 CHARTED = 5  # classes (or queues) drawn on a chart; the table lists them all
 SORTS = {"name": "name", "processed": "processed", "failed": "failed", "seconds": "seconds", "average": "average_ms"}
@@ -73,9 +75,10 @@ def metrics_classes(request: HttpRequest) -> HttpResponse:
         number = pages
     page = api.Page(rows[(number - 1) * PER_PAGE:][:PER_PAGE], len(rows), number, PER_PAGE)
     top = ranked[:CHARTED]
-    chart = line_chart(result.buckets, [(item.name, {bucket: ms / 1000 for bucket, ms in item.series["ms"].items()})
-                                        for item in top],
-                       [(mark.bucket, mark.label) for mark in result.marks], unit=" s")
+    chart = line_chart(result.buckets,
+                       [(item.name, {bucket: ms / 1000 for bucket, ms in item.series["ms"].items()}) for item in top],
+                       [(mark.bucket, mark.label) for mark in result.marks], unit=" s", wide=True,
+                       last_in_progress=True)
     sorts = []
     for key, label in (("name", "Class"), ("processed", "Runs"), ("failed", "Failed"), ("seconds", "Total time"),
                        ("average", "Average")):
@@ -95,7 +98,10 @@ def metrics_class(request: HttpRequest, name: str) -> HttpResponse:
     period = _period(request, CLASS_PERIODS)
     result = api.Metrics().for_class(name, period)
     item = result.classes[name]
-    histogram = bar_chart(list(reversed(item.histogram)), list(reversed(BUCKET_LABELS)))
+    if not item.processed and not api.Metrics.known_class(name):
+        raise NotFound(f"No job class {name}", "No run of it has been recorded.", "djwork_dashboard:metrics",
+                       "Metrics")
+    histogram = bar_chart(list(reversed(item.histogram)), list(reversed(BUCKET_LABELS)), wide=True)
     over_time = [(label, {bucket: (value if value is not None and not math.isinf(value) else 0.0) / 1000
                           for bucket, counts in item.histograms.items()
                           for value in [percentile_ms(counts, fraction)]})
@@ -107,8 +113,9 @@ def metrics_class(request: HttpRequest, name: str) -> HttpResponse:
         "name": name, "item": item, "period": period, "result": result,
         "period_links": [(each, f"?period={each}") for each in CLASS_PERIODS],
         "percentiles": [(key, duration_ms(value)) for key, value in item.percentiles().items()],
-        "histogram_chart": histogram, "percentile_chart": line_chart(result.buckets, over_time, marks, unit=" s"),
-        "runs_chart": line_chart(result.buckets, runs, marks),
+        "histogram_chart": histogram,
+        "percentile_chart": line_chart(result.buckets, over_time, marks, unit=" s", last_in_progress=True),
+        "runs_chart": line_chart(result.buckets, runs, marks, last_in_progress=True),
         "history_url": reverse("djwork_dashboard:history") + "?" + urlencode({"class": name}),
     })
 
@@ -117,18 +124,26 @@ def metrics_class(request: HttpRequest, name: str) -> HttpResponse:
 def metrics_queues(request: HttpRequest) -> HttpResponse:
     period = _period(request, list(PERIODS))
     series = api.Metrics().by_queue(period)
-    by_size = sorted(series.queues, key=lambda queue: (-max(point.size for point in series.queues[queue]), queue))
+    config = get_config()
+    health = Health.fetch(config.dashboard_latency_warning, config.heartbeat_interval)
+    # A queue with jobs and nobody taking them is the one to see, and lost its place on the chart to busier
+    # queues that were being drained: those come first, then the largest.
+    unheard = {warning.queue for warning in health.warnings if warning.kind == "no-listener"}
+    by_size = sorted(series.queues, key=lambda queue: (queue not in unheard,
+                                                       -max(point.size for point in series.queues[queue]), queue))
     charted = by_size[:CHARTED]
     sizes = [(queue, {point.bucket: point.size for point in series.queues[queue]}) for queue in charted]
     latencies = [(queue, {point.bucket: point.latency for point in series.queues[queue]}) for queue in charted]
     workers = [(name, dict(series.totals.get(name, []))) for name in ("busy", "concurrency")]
     sets = [(name, dict(series.totals.get(name, []))) for name in ("retry", "dead", "scheduled")]
+    def chart(lines: list[tuple[str, dict[str, float]]], unit: str = "") -> Chart:
+        return line_chart(series.buckets, lines, unit=unit, last_in_progress=True)
+
     rows = [(queue, series.latest(queue), max(point.size for point in series.queues[queue]),
              max(point.latency for point in series.queues[queue])) for queue in by_size]
     return render_page(request, "djwork_dashboard/metrics_queues.html", {
-        "period": period, "series": series, "rows": rows,
+        "period": period, "series": series, "rows": rows, "health": health, "unheard": unheard,
         "period_links": [(name, f"?period={name}") for name in PERIODS],
-        "size_chart": line_chart(series.buckets, sizes), "latency_chart": line_chart(series.buckets, latencies,
-                                                                                     unit=" s"),
-        "workers_chart": line_chart(series.buckets, workers), "sets_chart": line_chart(series.buckets, sets),
+        "size_chart": chart(sizes), "latency_chart": chart(latencies, unit=" s"),
+        "workers_chart": chart(workers), "sets_chart": chart(sets),
     })

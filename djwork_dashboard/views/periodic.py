@@ -14,16 +14,16 @@ import json
 from dataclasses import dataclass
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.http import urlencode
 
 from djwork import api
 from djwork.cron.entries import ENTRY_ID  # the id rule of docs/periodic.md; the URL pattern allows any length
-from djwork_dashboard.views.base import action_view, back, confirm, page_view, render_page, safe_next
+from djwork_dashboard.templatetags.djwork_dashboard import status_badge
+from djwork_dashboard.views.base import NotFound, action_view, back, confirm, page_view, render_page, safe_next
 
 ACTIONS = {"pause": "Pause", "unpause": "Unpause", "run_now": "Run now", "release_lock": "Release lock"}
-OUTCOME_BADGE = {"ok": "badge-ok", "retry": "badge-warn", "rescheduled": "badge-plain"}
 # Where a run's job is, by its last status in the history: the set whose search finds it by jid.
 OUTCOME_SET = {"dead": "dead", "retry": "retries", "rescheduled": "scheduled"}
 
@@ -50,7 +50,7 @@ class EntryRow:
 def run_row(run: api.PeriodicRun) -> RunRow:
     kind = OUTCOME_SET.get(run.outcome)
     url = f"{reverse('djwork_dashboard:set', args=[kind])}?{urlencode({'q': run.jid})}" if kind and run.jid else ""
-    return RunRow(run, url, OUTCOME_BADGE.get(run.outcome, "badge-bad"))
+    return RunRow(run, url, status_badge(run.outcome))
 
 
 def row(entry: api.PeriodicEntry, periodic: api.Periodic) -> EntryRow:
@@ -61,12 +61,14 @@ def row(entry: api.PeriodicEntry, periodic: api.Periodic) -> EntryRow:
 
 
 def entry_or_404(periodic: api.Periodic, entry_id: str, runs: int | None = None) -> api.PeriodicEntry:
+    missing = NotFound(f"No periodic entry {entry_id}", "It is neither configured in this deploy nor recorded by a "
+                                                        "leader.", "djwork_dashboard:periodic", "Periodic")
     if not ENTRY_ID.match(entry_id):
-        raise Http404("not a periodic entry id")
+        raise missing
     try:
         return periodic.get(entry_id) if runs is None else periodic.get(entry_id, runs=runs)
     except api.StaleEntry:
-        raise Http404("no such periodic entry") from None
+        raise missing from None
 
 
 @page_view

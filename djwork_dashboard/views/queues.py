@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from djwork import api
 from djwork_dashboard.views.base import (
     PER_PAGE,
+    NotFound,
     action_view,
     back,
     clamp_page,
@@ -25,12 +26,24 @@ def queues(request: HttpRequest) -> HttpResponse:
     return render_page(request, "djwork_dashboard/queues.html", {"queues": api.Queue.all()})
 
 
+def known(queue: api.Queue, size: int) -> bool:
+    """A queue the cluster knows: in ``queues``, holding jobs (isolated ones too) or listened to by a process.
+
+    An empty queue a process listens to is a real page (nothing waiting), not a typo."""
+    if size or queue.name in api.Queue.names() or queue.isolated_size():
+        return True
+    return any(queue.name in process.queues for process in api.ProcessSet(cleanup=False).all())
+
+
 @page_view
 def queue(request: HttpRequest, name: str) -> HttpResponse:
     queue = api.Queue(name)
     desc = newest_first(request, True)
     page = clamp_page(request, queue.jobs(page_number(request), PER_PAGE, oldest_first=not desc),
                       lambda number: queue.jobs(number, PER_PAGE, oldest_first=not desc))
+    if not known(queue, page.total):
+        raise NotFound(f"No queue {name}", "No job is in it, it is not in the queues list, and no process "
+                                           "listens to it.", "djwork_dashboard:queues", "Queues")
     return render_page(request, "djwork_dashboard/queue.html", {
         "queue": queue, "name": name, "page": page, "latency": queue.latency(), "paused": queue.paused(),
         "order": "desc" if desc else "asc",
