@@ -37,9 +37,11 @@ for Sidekiq. Per system and body:
   p50/p99       pickup latency with one idle 1-process worker while the client
                 pushes --probes probe jobs at --rate per second (measured once per
                 round, shown in the incr table when there is one);
-  Redis bytes   Redis used_memory once a drain is over and its workers are gone,
-                less the empty database's before the enqueue, per job: what each
-                finished job leaves behind (result records, stats, history), "1p / 2p";
+  Redis bytes   Redis used_memory (less the Lua scripts' cache) once a drain is
+                over and its workers are gone, less the empty database's before
+                the enqueue, per job: what the finished jobs leave behind (result
+                records, stats, djwork's history stream, capped at
+                HISTORY_MAX_LENGTH entries), "1p / 2p";
   RSS           resident memory of the 1-process worker tree after its drain.
 
 Every system runs on its defaults, djwork too (RESULTS off, as Sidekiq and

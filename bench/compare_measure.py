@@ -56,6 +56,7 @@ class Drain:
     commands: float  # Redis commands per job (INFO commandstats calls), the bench's own polls left out
     per_command: dict[str, tuple[float, float]]  # command -> (calls per job, commandstats usec per job)
     kept_bytes: float  # Redis used_memory per drained job once drained, over the empty database
+    keys_left: int  # keys in the database once drained
 
 
 def process_cpu(pid: int) -> float:
@@ -121,7 +122,7 @@ class Bench:
     def enqueue(self, system: System, action: str, job: str) -> tuple[float, int]:
         """(jobs/s, jobs now in the queue) for one enqueue run on a flushed database."""
         self.redis.flushdb()
-        self.empty_memory = int(self.redis.info("memory")["used_memory"])
+        self.empty_memory = data_memory(self.redis)
         result = self.run_client(system, action, self.opts.jobs, self.opts.deadline, job)
         return result["count"] / result["seconds"], result["total"]
 
@@ -176,7 +177,8 @@ class Bench:
             self.procs.stop(workers)
         # What the drained jobs left behind (result records, stats...), read once the workers and their
         # connections are gone, against the empty database before the enqueue.
-        kept = int(self.redis.info("memory")["used_memory"]) - self.empty_memory
+        kept = data_memory(self.redis) - self.empty_memory
+        keys_left = int(self.redis.dbsize())
         if done <= first:
             raise Failure(f"the window saw no completion ({first} -> {done})")
         jobs = total - first
@@ -190,7 +192,7 @@ class Bench:
             per_command[name] = ((count - mine) / jobs, usec * (count - mine) / count / jobs)
         return Drain((done - first) / elapsed, done - first, rss, worker_cpu / jobs * 1e6,
                      (redis_after - redis_cpu) / jobs * 1e6, sum(c for c, _ in per_command.values()), per_command,
-                     kept / total)
+                     kept / total, keys_left)
 
     def latency(self, system: System) -> tuple[float, float]:
         """(p50, p99) pickup latency in ms with one idle 1-process worker and probes at --rate per second."""
@@ -233,7 +235,7 @@ class Bench:
             print(f"  drain {suffix}p      {drained.rate:,.0f} jobs/s over {drained.jobs:,}; worker "
                   f"{drained.worker_us:.0f} us/job, redis-server {drained.redis_us:.1f} us/job, "
                   f"{drained.commands:.2f} commands/job ({top_commands(drained.per_command)}); "
-                  f"Redis kept {drained.kept_bytes:,.0f} bytes/job", flush=True)
+                  f"Redis kept {drained.kept_bytes:,.0f} bytes/job in {drained.keys_left:,} keys", flush=True)
 
         print(f"{system.label} {system.version}, --job {job}", flush=True)
         # 0. the bare pipeline loop right before delay() (target 7): the machine's speed moves within minutes.
@@ -273,6 +275,13 @@ class Bench:
                 result.add("p99", latency[1])
                 print(f"  latency       p50 {latency[0]:.2f} ms, p99 {latency[1]:.2f} ms", flush=True)
         self.redis.flushdb()
+
+
+def data_memory(client: redis.Redis) -> int:
+    """used_memory less the Lua scripts' cache: loaded by the first run of a fresh server and kept across FLUSHDB,
+    it would count against whichever system ran first."""
+    memory = client.info("memory")
+    return int(memory["used_memory"]) - int(memory.get("used_memory_scripts", 0))
 
 
 def top_commands(per_command: dict[str, tuple[float, float]], count: int = 6) -> str:
