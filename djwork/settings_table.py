@@ -257,7 +257,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Jobs",
                 "Store each djwork job's outcome (return value or error) for `AsyncResult`, as Celery with a result"
                 " backend (`CELERY_RESULT_BACKEND`) does. Off by default, as in Celery and Sidekiq: a stored"
-                " outcome costs a write per job and about 360 bytes of Redis kept `RESULT_TTL`. A job's or a"
+                " outcome costs a write per job and about 250 bytes of Redis kept `RESULT_TTL`. A job's or a"
                 " call's `ignore_result=False` turns it on for that job (`True` off); decided at enqueue. Django"
                 " Tasks results, and the results a canvas passes between its steps, are kept whatever it says."
                 " `get()` or `state` of a job that stores nothing raises `djwork.ResultsOff`. `True` or `False`."
