@@ -29,6 +29,7 @@ from djwork.settings_checks import (
     check_pool_size,
     check_queues_setting,
     check_time_limits,
+    check_track_started,
     check_url_setting,
 )
 from djwork.settings_kinds import (
@@ -267,7 +268,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 "Record `STARTED` in a job's result record as a worker starts it, so `AsyncResult.state` reads"
                 " `STARTED` while it runs (Celery's `task_track_started`); a job's own `track_started=` wins. It"
                 " costs one Redis round trip per started job that asks for it; never written for a job that stores"
-                " no result (`ignore_result`). `True` or `False`. docs/celery.md."),
+                " no result (`RESULTS` off, `ignore_result`). `True` or `False`. docs/celery.md.",
+                check=check_track_started, also=("djwork.W002",)),
     SettingSpec("RESULT_MAX_BYTES", 512 * 1024, count, "djwork.E011",
                 "largest JSON return value stored, in bytes, e.g. 524288", "Jobs",
                 "Largest return value stored, as JSON bytes; a larger one (or one JSON can't carry) is stored as a"
