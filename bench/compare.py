@@ -1,7 +1,7 @@
 """djwork next to Sidekiq, RQ, Celery and Dramatiq: same Redis, same job body, one run, one table per body.
 
     ./dev bench compare [--job noop|incr|both] [--jobs 20000] [--systems djwork,sidekiq,rq,celery,dramatiq]
-                        [--rounds 1] [--skip-latency] [--io] [--embedded] [--quick]
+                        [--rounds 1] [--skip-latency] [--io] [--embedded] [--quick] [--results on]
     .venv/bin/python bench/compare.py --systems djwork,sidekiq --job both --io --embedded   # issue #20's run
 
 Starts one private redis-server (djwork.testing.redis_server, never the
@@ -37,7 +37,18 @@ for Sidekiq. Per system and body:
   p50/p99       pickup latency with one idle 1-process worker while the client
                 pushes --probes probe jobs at --rate per second (measured once per
                 round, shown in the incr table when there is one);
+  Redis bytes   Redis used_memory (less the Lua scripts' cache) once a drain is
+                over and its workers are gone, less the empty database's before
+                the enqueue, per job: what the finished jobs leave behind (result
+                records, stats, djwork's history stream, capped at
+                HISTORY_MAX_LENGTH entries), "1p / 2p";
   RSS           resident memory of the 1-process worker tree after its drain.
+
+Every system runs on its defaults, djwork too (RESULTS off, as Sidekiq and
+Celery without a result backend). --results on adds a row, "djwork, results
+on" (RESULTS=True, through BENCH_RESULTS=1 in bench/settings.py), measured in
+the same rounds, and prints what results cost: its drain rate, Redis CPU and
+Redis bytes per job against djwork's defaults.
 
 Each "x djwork" column divides the system's number by djwork's. --rounds N
 repeats every measurement N times, interleaved (the system order flips each
@@ -78,6 +89,7 @@ from compare_report import (
     command_notes,
     machine,
     markdown_table,
+    results_cost,
     targets,
     text_table,
     versions,
@@ -92,7 +104,8 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help=f"comma-separated subset of {','.join(SYSTEMS)} (default: all that are installed)")
     parser.add_argument("--results", choices=["on", "off"], default="off",
-                        help="djwork's RESULTS setting (default off: Sidekiq and the Celery setup store no outcome)")
+                        help="on: also measure djwork with RESULTS=True (a result record per job), in the same run, "
+                             "next to djwork on its defaults (RESULTS off, as Sidekiq and Celery store no outcome)")
     parser.add_argument("--rounds", type=int, default=1, help="repeat each measurement, interleaved; medians shown")
     parser.add_argument("--skip-latency", action="store_true", help="skip the pickup-latency measurement")
     parser.add_argument("--quick", action="store_true", help="smoke run: 5,000 jobs, 400 probes")
@@ -148,11 +161,11 @@ def main() -> int:
     for key in [name for name in SYSTEMS if name in opts.wanted]:
         found = detect(key, opts.concurrency)
         if isinstance(found, System):
-            if key == "djwork":
-                found.setup += (f"; RESULTS {opts.results} (--results: "
-                                + ("a result record per job, HSET + EXPIRE)" if opts.results == "on"
-                                   else "no result record per job, like Sidekiq and the Celery setup)"))
             systems.append(found)
+            if key == "djwork" and opts.results == "on":  # measured with the others, interleaved, each round
+                variant = detect("djwork+results", opts.concurrency)
+                assert isinstance(variant, System)
+                systems.append(variant)
         else:
             skipped.append(f"{key} skipped: {found}")
             print(f"{key}: skipped ({found})", flush=True)
@@ -199,6 +212,12 @@ def main() -> int:
             sections += [*heading(title, context, load), markdown_table(header, rows), "",
                          *(f"- {note}" for note in notes), ""]
         lines = targets(by_kind, latency_kind) if "sidekiq" in by_kind[kinds[0]] else []
+        costs = results_cost(by_kind)
+        if costs:
+            print("\nwhat results cost djwork (RESULTS=True against the default, this run's medians):")
+            for line in costs:
+                print(f"  {line}")
+            sections += ["## What results cost djwork in this run", "", *(f"- {line}" for line in costs), ""]
         if opts.io:
             before = os.getloadavg()[0]
             header, rows, checks = io_table(opts, "sidekiq" in by_kind[kinds[0]])

@@ -55,6 +55,8 @@ class Drain:
     redis_us: float  # redis-server user + sys CPU per job (INFO cpu)
     commands: float  # Redis commands per job (INFO commandstats calls), the bench's own polls left out
     per_command: dict[str, tuple[float, float]]  # command -> (calls per job, commandstats usec per job)
+    kept_bytes: float  # Redis used_memory per drained job once drained, over the empty database
+    keys_left: int  # keys in the database once drained
 
 
 def process_cpu(pid: int) -> float:
@@ -83,14 +85,17 @@ class Bench:
         self.procs = procs
         self.redis = redis.Redis.from_url(url)
         self.env = {**os.environ, "BENCH_REDIS_URL": url, "REDIS_URL": url, "PYTHONUNBUFFERED": "1",
-                    "DJANGO_SETTINGS_MODULE": "bench.settings", "PYTHONPATH": str(ROOT),
-                    "BENCH_RESULTS": "1" if opts.results == "on" else "0"}
+                    "DJANGO_SETTINGS_MODULE": "bench.settings", "PYTHONPATH": str(ROOT)}
+        self.empty_memory = 0  # used_memory of the flushed database before the last enqueue run
+
+    def env_of(self, system: System) -> dict[str, str]:
+        return {**self.env, **system.env}
 
     def counter(self) -> int:
         return int(self.redis.get(COUNTER) or 0)
 
     def run_client(self, system: System, action: str, count: int, deadline: float, job: str = "incr") -> dict:
-        process = self.procs.start(system.client(action, count, self.opts, job), self.env,
+        process = self.procs.start(system.client(action, count, self.opts, job), self.env_of(system),
                                    f"{system.key}-client-{action}-{job}", capture=True)
         try:
             out, _ = process.communicate(timeout=deadline)
@@ -106,7 +111,7 @@ class Bench:
             raise Failure(f"client {action} printed no result: {tail(process.log)}") from None
 
     def start_workers(self, system: System, processes: int) -> list[subprocess.Popen]:
-        return [self.procs.start(command, self.env, f"{system.key}-worker{processes}p-{index}")
+        return [self.procs.start(command, self.env_of(system), f"{system.key}-worker{processes}p-{index}")
                 for index, command in enumerate(system.workers(processes, self.opts.concurrency, self.url))]
 
     def check_alive(self, workers: list[subprocess.Popen]) -> None:
@@ -117,6 +122,7 @@ class Bench:
     def enqueue(self, system: System, action: str, job: str) -> tuple[float, int]:
         """(jobs/s, jobs now in the queue) for one enqueue run on a flushed database."""
         self.redis.flushdb()
+        self.empty_memory = data_memory(self.redis)
         result = self.run_client(system, action, self.opts.jobs, self.opts.deadline, job)
         return result["count"] / result["seconds"], result["total"]
 
@@ -157,7 +163,7 @@ class Bench:
                 done = self.counter()
                 own["get"] += 1
             elapsed = time.perf_counter() - began
-            while self.redis.llen(QUEUE_KEYS[system.key]):
+            while self.redis.llen(QUEUE_KEYS[system.program]):
                 own["llen"] += 1
                 if time.monotonic() > deadline:
                     raise Failure("the queue never emptied after the drain's target")
@@ -169,6 +175,10 @@ class Bench:
             rss = sum(tree_rss_kb(worker.pid) for worker in workers)
         finally:
             self.procs.stop(workers)
+        # What the drained jobs left behind (result records, stats...), read once the workers and their
+        # connections are gone, against the empty database before the enqueue.
+        kept = data_memory(self.redis) - self.empty_memory
+        keys_left = int(self.redis.dbsize())
         if done <= first:
             raise Failure(f"the window saw no completion ({first} -> {done})")
         jobs = total - first
@@ -181,7 +191,8 @@ class Bench:
             # The bench's own reads are taken out of the time too, in proportion (they cost what the workers' do).
             per_command[name] = ((count - mine) / jobs, usec * (count - mine) / count / jobs)
         return Drain((done - first) / elapsed, done - first, rss, worker_cpu / jobs * 1e6,
-                     (redis_after - redis_cpu) / jobs * 1e6, sum(c for c, _ in per_command.values()), per_command)
+                     (redis_after - redis_cpu) / jobs * 1e6, sum(c for c, _ in per_command.values()), per_command,
+                     kept / total, keys_left)
 
     def latency(self, system: System) -> tuple[float, float]:
         """(p50, p99) pickup latency in ms with one idle 1-process worker and probes at --rate per second."""
@@ -219,10 +230,12 @@ class Bench:
             result.add(f"worker{suffix}", drained.worker_us)
             result.add(f"redis{suffix}", drained.redis_us)
             result.add(f"commands{suffix}", drained.commands)
+            result.add(f"bytes{suffix}", drained.kept_bytes)
             result.commands[f"{suffix}p"] = drained.per_command
             print(f"  drain {suffix}p      {drained.rate:,.0f} jobs/s over {drained.jobs:,}; worker "
                   f"{drained.worker_us:.0f} us/job, redis-server {drained.redis_us:.1f} us/job, "
-                  f"{drained.commands:.2f} commands/job ({top_commands(drained.per_command)})", flush=True)
+                  f"{drained.commands:.2f} commands/job ({top_commands(drained.per_command)}); "
+                  f"Redis kept {drained.kept_bytes:,.0f} bytes/job in {drained.keys_left:,} keys", flush=True)
 
         print(f"{system.label} {system.version}, --job {job}", flush=True)
         # 0. the bare pipeline loop right before delay() (target 7): the machine's speed moves within minutes.
@@ -262,6 +275,13 @@ class Bench:
                 result.add("p99", latency[1])
                 print(f"  latency       p50 {latency[0]:.2f} ms, p99 {latency[1]:.2f} ms", flush=True)
         self.redis.flushdb()
+
+
+def data_memory(client: redis.Redis) -> int:
+    """used_memory less the Lua scripts' cache: loaded by the first run of a fresh server and kept across FLUSHDB,
+    it would count against whichever system ran first."""
+    memory = client.info("memory")
+    return int(memory["used_memory"]) - int(memory.get("used_memory_scripts", 0))
 
 
 def top_commands(per_command: dict[str, tuple[float, float]], count: int = 6) -> str:

@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from common import ROOT, descendants
@@ -105,18 +105,24 @@ class System:
     version: str
     has_bulk: bool
     setup: str  # how the workers are configured, for the notes
+    env: dict[str, str] = field(default_factory=dict)  # more environment for its clients and workers
+
+    @property
+    def program(self) -> str:
+        """The system that runs: "djwork" for "djwork+results" too, a variant in its settings only."""
+        return self.key.partition("+")[0]
 
     def client(self, action: str, count: int, opts: argparse.Namespace, job: str = "incr") -> list[str]:
-        if self.key == "sidekiq":
+        if self.program == "sidekiq":
             return ["ruby", str(ROOT / "bench/ruby/client.rb"), action, str(count), str(opts.batch), str(opts.rate),
                     job]
-        return [PY, "-m", "bench.others.client", self.key, action, str(count), "--job", job,
+        return [PY, "-m", "bench.others.client", self.program, action, str(count), "--job", job,
                 "--batch", str(opts.batch), "--rate", str(opts.rate)]
 
     def workers(self, processes: int, concurrency: int, url: str) -> list[list[str]]:
         """One command per OS process to start (a command may fork more itself)."""
         c = str(concurrency)
-        if self.key == "djwork":
+        if self.program == "djwork":
             command = [PY, str(ROOT / "manage.py"), "runworkers", "-c", c, "-q", "bench"]
             return [command + (["--processes", str(processes)] if processes > 1 else [])]
         if self.key == "sidekiq":
@@ -146,8 +152,8 @@ def detect(key: str, concurrency: int) -> System | str:
     c = concurrency
     if key == "djwork":
         return System(key, "djwork", version_of("djwork"), True,
-                      f"`manage.py runworkers -c {c} -q bench` (reliable fetch and history on, LOG_JOBS off); "
-                      f"2 processes: `--processes 2` (one supervisor forking 2 workers)")
+                      f"`manage.py runworkers -c {c} -q bench` (the defaults: reliable fetch and history on, RESULTS "
+                      f"off; LOG_JOBS off); 2 processes: `--processes 2` (one supervisor forking 2 workers)")
     if key == "sidekiq":
         if not (shutil.which("ruby") and shutil.which("sidekiq")):
             return "ruby or the sidekiq executable not found (apt-get install ruby ruby-sidekiq)"
@@ -158,6 +164,10 @@ def detect(key: str, concurrency: int) -> System | str:
         return System(key, "Sidekiq", probe.stdout.strip(), True,
                       f"`sidekiq -r bench/ruby/jobs.rb -c {c} -q bench` (OSS basic fetch, BRPOP), logger at WARN; "
                       "2 processes: two such processes")
+    if key == "djwork+results":
+        return System(key, "djwork, results on", version_of("djwork"), True,
+                      "as djwork, with RESULTS=True: a result record per job (HSET + PEXPIREAT in the ack), kept "
+                      "RESULT_TTL", env={"BENCH_RESULTS": "1"})
     python_module = {"rq": "rq", "celery": "celery", "dramatiq": "dramatiq"}[key]
     if importlib.util.find_spec(python_module) is None:
         return f"`{python_module}` is not installed in this venv (.venv/bin/pip install {python_module})"

@@ -21,6 +21,7 @@ COLUMNS = [  # heading, keys (a pair is shown "1p / 2p"), format, with an "x djw
     ("worker CPU us/job 1p / 2p", ("worker1", "worker2"), "{:.0f}", True),
     ("Redis CPU us/job 1p / 2p", ("redis1", "redis2"), "{:.1f}", True),
     ("Redis cmds/job 1p / 2p", ("commands1", "commands2"), "{:.2f}", False),
+    ("Redis bytes/job 1p / 2p", ("bytes1", "bytes2"), "{:,.0f}", False),
     ("p50 ms", ("p50",), "{:.2f}", True),
     ("p99 ms", ("p99",), "{:.2f}", True),
     ("RSS MB", ("rss",), "{:.1f}", True),
@@ -59,7 +60,7 @@ def versions(redis_version: str, systems: list[System]) -> str:
     ruby = command_output(["ruby", "-e", "print RUBY_VERSION"])
     if ruby:
         parts.append(f"Ruby {ruby}")
-    parts += [f"{system.label} {system.version}" for system in systems if system.key != "djwork"]
+    parts += [f"{system.label} {system.version}" for system in systems if system.program != "djwork"]
     return ", ".join(parts)
 
 
@@ -193,4 +194,25 @@ def targets(by_kind: dict[str, dict[str, Result]], latency_kind: str) -> list[st
                  if rss is not None else "worker RSS: n/a")
     parts.append("nothing lost on kill -9: not measured here (./dev chaos)")
     lines.append("target 7, no regression: " + "; ".join(parts))
+    return lines
+
+
+def results_cost(by_kind: dict[str, dict[str, Result]]) -> list[str]:
+    """--results on: djwork with RESULTS=True against djwork on its defaults, per body (medians over the rounds)."""
+    lines = []
+    for kind, results in by_kind.items():
+        if "djwork" not in results or "djwork+results" not in results:
+            continue
+        plain, stored = results["djwork"].values(), results["djwork+results"].values()
+        parts = []
+        for label, key, fmt in (("drain", "drain", "{:,.0f} jobs/s"), ("Redis CPU", "redis", "{:.1f} us/job"),
+                                ("Redis bytes", "bytes", "{:,.0f} /job")):
+            for processes in ("1", "2"):
+                ours, base = stored.get(key + processes), plain.get(key + processes)
+                if ours is None or base is None:
+                    parts.append(f"{label} {processes}p n/a")
+                    continue
+                ratio = f" ({ours / base:.2f}x)" if base > 0 else ""
+                parts.append(f"{label} {processes}p {fmt.format(ours)} vs {fmt.format(base)}{ratio}")
+        lines.append(f"--job {kind}, results on vs the default: " + "; ".join(parts))
     return lines

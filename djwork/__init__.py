@@ -9,7 +9,7 @@ from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
-from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultTimeout
+from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultsOff, ResultTimeout
 from djwork.revoke import TerminateNotSupported, revoke, revoked
 from djwork.send_task import send_task
 from djwork.task_class import Task
@@ -41,6 +41,7 @@ __all__ = [
     "RedisUnavailable",
     "ResultNotStored",
     "ResultTimeout",
+    "ResultsOff",
     "Retry",
     "Signature",
     "SoftTimeLimitExceeded",

@@ -44,8 +44,8 @@ class JobRef(ResultMethods):
     jid: str | None
     duplicate_of: str | None = None
     queue: str | None = field(default=None, compare=False)  # a hint for revoke(), not the job's identity
-    # Results off for this job (ignore_result, RESULTS=False): get() returns None at once, as Celery's
-    # ignored AsyncResult does, instead of waiting for a record nothing will write.
+    # Results off for this job (ignore_result, RESULTS=False): get() and state raise ResultsOff at once,
+    # saying how to turn results on, instead of waiting for a record nothing will write.
     ignored: bool = field(default=False, compare=False)
 
     @property

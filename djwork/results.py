@@ -4,9 +4,11 @@
     ref.get(timeout=10)                   # 4
     djwork.AsyncResult(ref.id).state      # "SUCCESS"
 
-A job stores its outcome when results are on for it (``RESULTS``,
-``ignore_result=``); the record lives ``RESULT_TTL`` seconds after it is
-written. No record reads as PENDING, as in Celery (an unknown id is PENDING).
+A job stores its outcome only when results are on for it (``RESULTS``, default off, or
+``ignore_result=False`` on the job or the call); the record lives ``RESULT_TTL`` seconds after
+it is written. No record reads as PENDING, as in Celery (an unknown id is PENDING). A ``JobRef``
+knows whether its job stores anything: asking one that stores nothing for its state or result
+raises ``ResultsOff``, saying how to turn results on, instead of a PENDING that never ends.
 
 ``get()`` waits without hammering Redis: unless the record is ready at once, it registers the jid in
 ``djwork:result-waiters`` and reads the record in one MULTI, then blocks in
@@ -70,7 +72,17 @@ class ResultTimeout(TimeoutError):
     """``get(timeout=...)`` ran out before the job was ready (Celery's ``TimeoutError``)."""
 
 
-for _error in (JobError, JobRevoked, ResultNotStored, NoResult, ResultTimeout):
+class ResultsOff(LookupError):
+    """The job was enqueued with results off (``RESULTS`` False, or ``ignore_result=True``): it stores
+    no outcome, so there is no state or result to read (Celery raises for a task with no result backend)."""
+
+
+HOW_TO_TURN_RESULTS_ON = ("set DJWORK['RESULTS'] = True (Celery's CELERY_RESULT_BACKEND), or ask per job with "
+                          "@djwork.job(ignore_result=False), or per call with job.set(ignore_result=False) or "
+                          "apply_async(..., ignore_result=False); docs/celery.md, Results")
+
+
+for _error in (JobError, JobRevoked, ResultNotStored, NoResult, ResultTimeout, ResultsOff):
     _error.__module__ = "djwork"  # the name a record stores and the dashboard shows: djwork.ResultNotStored
 
 _DJWORK_ERRORS = {"djwork.JobRevoked": JobRevoked, "djwork.ResultNotStored": ResultNotStored}
@@ -130,8 +142,17 @@ class ResultMethods:
             raise NoResult("this call enqueued no job (client middleware stopped the push): it has no result")
         return self.id
 
+    def _stored_jid(self) -> str:
+        """The jid, once it is sure the job stores a result: a job enqueued with results off never
+        gets a record, and reading it would show PENDING for ever."""
+        jid = self._jid()
+        if getattr(self, "ignored", False):
+            raise ResultsOff(f"job {jid} was enqueued with results off, so it stores no state or result: "
+                             f"{HOW_TO_TURN_RESULTS_ON}")
+        return jid
+
     def _record(self) -> dict[str, str]:
-        return _read(self._jid())
+        return _read(self._stored_jid())
 
     @property
     def state(self) -> str:
@@ -177,10 +198,8 @@ class ResultMethods:
     def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5) -> Any:
         """Wait until the job is ready, then its return value; a failure re-raises the job's exception
         (``propagate=False`` returns it instead). ResultTimeout after ``timeout`` seconds.
-        None at once for a call sent with results off (``ignore_result``), as Celery's."""
-        jid = self._jid()
-        if getattr(self, "ignored", False):
-            return None
+        ResultsOff at once for a call sent with results off (``RESULTS``, ``ignore_result``)."""
+        jid = self._stored_jid()
         deadline = None if timeout is None else time.monotonic() + timeout
         result_key, notify_key = keys.result(jid), keys.result_notify(jid)
         interval = max(0.01, float(interval))

@@ -203,3 +203,16 @@ def check_time_limits(spec: SettingSpec, values: Mapping[str, Any], given: Mappi
             hint="The soft limit is the job's warning to clean up before the hard limit ends it: set it lower "
                  "(e.g. SOFT_TIME_LIMIT = 0.9 * TIME_LIMIT), or leave one of them None.", id="djwork.E074"))
     return errors
+
+
+def check_track_started(spec: SettingSpec, values: Mapping[str, Any], given: Mapping[str, Any]) -> list[CheckMessage]:
+    """TRACK_STARTED is a flag; on with RESULTS off (the default since results are opt-in) it does nothing for
+    a job that does not ask for its result, which a project that set it before would not notice."""
+    errors = check_kind(spec, values, given)
+    if values[spec.name] is True and values["RESULTS"] is False:
+        errors.append(Warning(
+            "DJWORK['TRACK_STARTED'] is True but RESULTS is False: STARTED is recorded only for jobs that store "
+            "a result, so most jobs will never show it.",
+            hint="Set DJWORK['RESULTS'] = True, or ask per job with @djwork.job(ignore_result=False); "
+                 "docs/celery.md, Results.", id="djwork.W002"))
+    return errors

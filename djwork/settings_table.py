@@ -29,6 +29,7 @@ from djwork.settings_checks import (
     check_pool_size,
     check_queues_setting,
     check_time_limits,
+    check_track_started,
     check_url_setting,
 )
 from djwork.settings_kinds import (
@@ -258,17 +259,22 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("RESULT_TTL", 24 * 3600, count, "djwork.E011", "seconds a task result is kept, e.g. 86400", "Jobs",
                 "Seconds a result record (Django Tasks, and a djwork job's `AsyncResult`) is kept after it is"
                 " written; also how long a revoke holds (docs/celery.md)."),
-    SettingSpec("RESULTS", True, flag, "djwork.E017", "True stores each djwork job's outcome for AsyncResult.",
+    SettingSpec("RESULTS", False, flag, "djwork.E017", "True stores each djwork job's outcome for AsyncResult.",
                 "Jobs",
                 "Store each djwork job's outcome (return value or error) for `AsyncResult`, as Celery with a result"
-                " backend does; a job's or a call's `ignore_result=` overrides it. Decided at enqueue. `True` or"
-                " `False`. docs/celery.md."),
+                " backend (`CELERY_RESULT_BACKEND`) does. Off by default, as in Celery and Sidekiq: a stored"
+                " outcome costs a write per job and about 250 bytes of Redis kept `RESULT_TTL`. A job's or a"
+                " call's `ignore_result=False` turns it on for that job (`True` off); decided at enqueue. Django"
+                " Tasks results, and the results a canvas passes between its steps, are kept whatever it says."
+                " `get()` or `state` of a job that stores nothing raises `djwork.ResultsOff`. `True` or `False`."
+                " docs/celery.md."),
     SettingSpec("TRACK_STARTED", False, flag, "djwork.E017",
                 "True records STARTED in a job's result record when a worker starts it.", "Jobs",
                 "Record `STARTED` in a job's result record as a worker starts it, so `AsyncResult.state` reads"
                 " `STARTED` while it runs (Celery's `task_track_started`); a job's own `track_started=` wins. It"
                 " costs one Redis round trip per started job that asks for it; never written for a job that stores"
-                " no result (`ignore_result`). `True` or `False`. docs/celery.md."),
+                " no result (`RESULTS` off, `ignore_result`). `True` or `False`. docs/celery.md.",
+                check=check_track_started, also=("djwork.W002",)),
     SettingSpec("RESULT_MAX_BYTES", 512 * 1024, count, "djwork.E011",
                 "largest JSON return value stored, in bytes, e.g. 524288", "Jobs",
                 "Largest return value stored, as JSON bytes; a larger one (or one JSON can't carry) is stored as a"

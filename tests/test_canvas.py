@@ -122,3 +122,18 @@ def test_shapes_djwork_refuses_are_refused_before_anything_is_written(raw_redis)
     with pytest.raises(TypeError):
         djwork.chord([cj.add.s(1)])(cj.tsum.s())  # add needs two arguments: refused at the send
     assert raw_redis.keys("*") == []
+
+
+def test_a_linked_jobs_ref_follows_its_own_results_flag(raw_redis, settings):
+    # The link gets the value through the one-job batch; the job's own record only when results are on for it,
+    # so its ref must not wait for a record nothing writes (it read PENDING for ever before).
+    settings.DJWORK = {key: value for key, value in settings.DJWORK.items() if key != "RESULTS"}
+    off = cj.add.s(1, 1).apply_async(link=cj.add.s(2))
+    with pytest.raises(djwork.ResultsOff, match="ignore_result=False"):
+        off.get(timeout=1)
+    on = cj.add.apply_async((1, 2), link=cj.add.s(2), ignore_result=False)  # Celery's way: a signature under it
+    assert not on.ignored
+    with pytest.raises(djwork.ResultTimeout):  # waits for the record the worker will write
+        on.get(timeout=0.1, interval=0.05)
+    assert [json.loads(raw).get("djwork_result") for raw in raw_redis.lrange(keys.queue("default"), 0, -1)] == [
+        True, None]

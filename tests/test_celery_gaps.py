@@ -21,6 +21,13 @@ from djwork.worker.reaper import POISON_ERROR, Reaper
 from tests import celery_gap_jobs, result_jobs
 
 
+@pytest.fixture(autouse=True)
+def results_on(settings):
+    """These tests read jobs' states and results: stored, as in a Celery project with CELERY_RESULT_BACKEND
+    set (RESULTS=True; results are opt-in, docs/celery.md). A test of results off turns them off itself."""
+    settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
+
+
 @pytest.fixture
 def revoked_signals():
     seen: list[dict] = []

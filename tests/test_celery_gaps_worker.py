@@ -17,6 +17,13 @@ from tests.task_api_jobs import events
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(autouse=True)
+def results_on(settings):
+    """These tests read jobs' states and results: stored, as in a Celery project with CELERY_RESULT_BACKEND
+    set (RESULTS=True; results are opt-in, docs/celery.md). A test of results off turns them off itself."""
+    settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
+
 # The receivers, imported by the worker through a no-op Redis event hook: a server middleware (the other
 # tests' way) would run coroutine jobs on threads instead of the event loop.
 ON_LOOP_RECEIVERS = {"REDIS_EVENT_HOOK": "tests.task_api_receivers.redis_event"}

@@ -23,6 +23,13 @@ from tests import celery_guide_jobs as guide
 from tests.test_task_api import only_job
 
 
+@pytest.fixture(autouse=True)
+def results_on(settings):
+    """These tests read jobs' states and results: stored, as in a Celery project with CELERY_RESULT_BACKEND
+    set (RESULTS=True; results are opt-in, docs/celery.md). A test of results off turns them off itself."""
+    settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
+
+
 def scheduled(redis) -> list[tuple[dict, float]]:
     return [(json.loads(member), score) for member, score in redis.zrange("schedule", 0, -1, withscores=True)]
 
@@ -200,8 +207,11 @@ def test_a_task_class_keeps_its_resource_per_process(raw_redis):
 
 
 def test_ignore_result_eagerly_and_on_commit(raw_redis):
-    assert guide.mytask_ignored.apply_async((1, 2)).get() is None  # nothing will be stored: None at once
-    assert guide.mytask.apply_async((1, 2), ignore_result=True).get() is None
+    # Nothing will be stored: a clear error at once, not a wait for a record nothing writes.
+    with pytest.raises(djwork.ResultsOff, match=r"RESULTS'\] = True.*ignore_result=False"):
+        guide.mytask_ignored.apply_async((1, 2)).get()
+    with pytest.raises(djwork.ResultsOff):
+        guide.mytask.apply_async((1, 2), ignore_result=True).get()
     assert raw_redis.llen("queue:default") == 2
 
 

@@ -33,6 +33,13 @@ from tests.helpers_worker import ROOT, Worker, Workers, wait_until, zset_jobs
 
 pytestmark = pytest.mark.slow
 
+
+@pytest.fixture(autouse=True)
+def results_on(settings):
+    """These tests read jobs' states and results: stored, as in a Celery project with CELERY_RESULT_BACKEND
+    set (RESULTS=True; results are opt-in, docs/celery.md). A test of results off turns them off itself."""
+    settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
+
 T = 20  # seconds any single result may take on a busy machine; each wait ends as soon as it is there
 
 
@@ -159,8 +166,9 @@ def test_calling_links_errbacks_and_results_options(guide_worker):
     errors = wait_until(lambda: [json.loads(raw) for raw in redis.lrange(guide.ERRORS, 0, -1)
                                  if json.loads(raw)["tag"] == "calling"], T, "the errback")
     assert errors == [{"tag": "calling", "event": "death", "dead": 1}]
-    # Results options: ignored -> None at once; not ignored -> 3.
-    assert guide.mytask.apply_async((1, 2), ignore_result=True).get(timeout=T) is None
+    # Results options: ignored -> djwork.ResultsOff at once (Celery's would wait for ever); not ignored -> 3.
+    with pytest.raises(djwork.ResultsOff):
+        guide.mytask.apply_async((1, 2), ignore_result=True).get(timeout=T)
     assert guide.mytask.apply_async((1, 2), ignore_result=False).get(timeout=T) == 3
     numbers = [(2, 2), (4, 4), (8, 8), (16, 16)]
     assert djwork.group(demo.add.s(i, j) for i, j in numbers).apply_async().get(timeout=T) == [4, 8, 16, 32]

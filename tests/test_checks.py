@@ -157,6 +157,16 @@ def test_cache_alias_and_redis_url_warns():
     assert [(type(e), e.id) for e in errors] == [(Warning, "djwork.W001")]
 
 
+def test_track_started_without_results_warns():
+    # Results became opt-in: a project that turned TRACK_STARTED on would otherwise see STARTED nowhere, silently.
+    with override_settings(DJWORK={**base_djwork(), "TRACK_STARTED": True}):
+        errors = check_settings()
+    assert [(type(e), e.id) for e in errors] == [(Warning, "djwork.W002")]
+    assert "RESULTS" in errors[0].msg and "ignore_result=False" in errors[0].hint
+    with override_settings(DJWORK={**base_djwork(), "TRACK_STARTED": True, "RESULTS": True}):
+        assert check_settings() == []
+
+
 def with_db(url: str, db: int) -> str:
     return urlunparse(urlparse(url)._replace(path=f"/{db}"))
 
@@ -382,7 +392,8 @@ def test_check_ids_are_documented():
     doc = (Path(__file__).resolve().parent.parent / "docs" / "settings.md").read_text(encoding="utf-8")
     for key in DEFAULTS:
         assert f"`{key}`" in doc, key
-    ids = {check_id for _key, _value, check_id in BAD_VALUES} | {f"djwork.E00{n}" for n in range(4)} | {"djwork.W001"}
+    ids = ({check_id for _key, _value, check_id in BAD_VALUES} | {f"djwork.E00{n}" for n in range(4)}
+           | {"djwork.W001", "djwork.W002"})
     for check_id in ids:
         assert check_id in doc, check_id
 

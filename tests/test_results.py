@@ -17,6 +17,13 @@ from example import tasks as example_tasks
 from tests import result_jobs
 
 
+@pytest.fixture(autouse=True)
+def results_on(settings):
+    """These tests read jobs' states and results: stored, as in a Celery project with CELERY_RESULT_BACKEND
+    set (RESULTS=True; results are opt-in, docs/celery.md). A test of results off turns them off itself."""
+    settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
+
+
 def test_async_result_reads_a_django_tasks_record_from_the_same_store(raw_redis):
     task_result = example_tasks.multiply.enqueue(6, 7)
     ref = djwork.AsyncResult(task_result.id)

@@ -19,6 +19,13 @@ from tests.helpers_worker import counts, in_progress_items, wait_until, workers 
 pytestmark = pytest.mark.slow
 
 
+@pytest.fixture(autouse=True)
+def results_on(settings):
+    """These tests read jobs' states and results: stored, as in a Celery project with CELERY_RESULT_BACKEND
+    set (RESULTS=True; results are opt-in, docs/celery.md). A test of results off turns them off itself."""
+    settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
+
+
 def test_get_returns_the_value_of_add_under_a_real_worker(workers, raw_redis):  # noqa: F811
     ref = result_jobs.add.delay(2, 2)
     assert ref.state == "PENDING" and not ref.ready()
@@ -108,6 +115,11 @@ def test_ignore_result_writes_nothing(workers, raw_redis, settings):  # noqa: F8
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "every ack")
     for ref in (silent, per_call, preset, globally_off):
         assert not raw_redis.exists(keys.result(ref.id)), ref
+        # Not a None nor a PENDING for ever: an error saying how to turn results on.
+        with pytest.raises(djwork.ResultsOff, match=r"RESULTS'\] = True.*ignore_result=False"):
+            ref.get(timeout=20)
+        with pytest.raises(djwork.ResultsOff):
+            ref.state  # noqa: B018
     assert [key.decode() for key in raw_redis.scan_iter("djwork:result:*")] == [keys.result(back_on.id)]
 
 
@@ -152,3 +164,25 @@ def test_a_cut_reply_of_the_fetch_carrying_the_result_stores_it_once_and_runs_th
         assert later.get(timeout=20) == 3
         wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "every ack")
     assert counts(raw_redis)["r"] == 1 and raw_redis.hget("t:starts", "r") == b"1"
+
+
+def test_default_jobs_drained_leave_no_per_job_key(workers, raw_redis, settings):  # noqa: F811
+    # The default, not an override: what a user who set nothing gets (RESULTS off).
+    settings.DJWORK = {key: value for key, value in settings.DJWORK.items() if key != "RESULTS"}
+    workers.start("-c", "4")
+    # A first job, drained, so the keys a worker writes once (its process hash, stats, history...) exist before.
+    result_jobs.add.delay(0, 1)
+    wait_until(lambda: counts(raw_redis).get("add-0-1") == 1, 30, "the first job to run")
+    wait_until(lambda: not any(in_progress_items(raw_redis).values()), 30, "its ack")
+    before = set(raw_redis.scan_iter(count=1000))
+    # 2,000 proves what 20,000 would: a per-job key adds one key per job, so 2,000 jobs would show
+    # as 2,000 new keys, far above the handful a day or minute rolling over may add.
+    refs = result_jobs.add.delay_many([(0, 0)] * 2000)
+    wait_until(lambda: counts(raw_redis).get("add-0-0") == 2000, 120, "every job to run")
+    wait_until(lambda: not any(in_progress_items(raw_redis).values()), 30, "every ack")
+    new_keys = sorted(key.decode() for key in set(raw_redis.scan_iter(count=1000)) - before)
+    jids = {ref.id for ref in refs}
+    assert not [key for key in new_keys if any(part in jids for part in key.split(":"))], new_keys
+    assert len(new_keys) < 20, new_keys
+    with pytest.raises(djwork.ResultsOff, match="ignore_result=False"):
+        refs[0].get(timeout=1)

@@ -20,6 +20,13 @@ from djwork.results import JobRevoked
 from tests import result_jobs
 
 
+@pytest.fixture(autouse=True)
+def results_on(settings):
+    """These tests read jobs' states and results: stored, as in a Celery project with CELERY_RESULT_BACKEND
+    set (RESULTS=True; results are opt-in, docs/celery.md). A test of results off turns them off itself."""
+    settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
+
+
 def unique_keys(raw_redis) -> list[str]:
     return [key.decode() for key in raw_redis.scan_iter("unique:*", count=1000)]
 

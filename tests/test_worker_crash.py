@@ -60,7 +60,7 @@ def test_kill_minus_nine_mid_run_loses_no_job(workers, raw_redis):  # noqa: F811
 def test_poison_pill_ends_in_dead_after_max_orphanings(workers, raw_redis):  # noqa: F811
     max_orphanings = 2
     overrides = {"MAX_ORPHANINGS": max_orphanings, "ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5}
-    ref = worker_jobs.kill_self.delay("pill")
+    ref = worker_jobs.kill_self.apply_async(["pill"], ignore_result=False)  # its result record is checked below
     for attempt in range(1, max_orphanings + 2):
         worker = workers.start("-c", "2", overrides=overrides, label=f"pill-{attempt}")
         wait_until(lambda attempt=attempt: len(worker_jobs.notes(raw_redis, job="kill_self")) >= attempt, 30,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import signal
 
 import pytest
@@ -79,8 +80,11 @@ def test_async_and_bound_jobs_run_with_their_request(workers, raw_redis):  # noq
 def test_django_task_runs_through_the_djwork_backend(workers, raw_redis):  # noqa: F811
     from example.tasks import multiply
 
+    # RESULTS is off here (the default): the Tasks backend keeps its results whatever it says (its API
+    # promises get_result), with no djwork_result field in the payload.
     result = multiply.enqueue(6, 7)
     assert result.status == TaskResultStatus.READY
+    assert "djwork_result" not in json.loads(raw_redis.lindex("queue:default", 0))
     workers.start("-c", "2")
 
     def finished():

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork.batches import collect
@@ -194,7 +196,11 @@ def apply_signature(sig: Signature) -> JobRef:
     plain = Signature(sig.task, sig.args, sig.kwargs, {k: v for k, v in sig.options.items() if k not in LINK_OPTIONS})
     collector = _collect(root.bid, [plain])
     write([], root, collector)
-    return JobRef(collector.jids[0] if collector.jids else None)
+    # Its own record follows its own results flag, as a job without links: a ref that assumed one
+    # would read PENDING for ever when results are off (the links get the value through the batch).
+    raws = [raw for queued in collector.queued.values() for raw in queued] + [raw for _, raw in collector.scheduled]
+    stores = bool(raws) and bool(orjson.loads(raws[0]).get(PAYLOAD_FIELD))
+    return JobRef(collector.jids[0] if collector.jids else None, ignored=not stores)
 
 
 def apply_group(sigs: list[Signature]) -> GroupRef:
