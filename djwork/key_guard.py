@@ -14,8 +14,12 @@ it held, the type expected and the copy.
 
 ``sweep`` checks every fixed key and every key the listing sets name
 (``queues``, ``processes``, the in-progress registry) in two pipelined round
-trips, and moves the wrong ones. The worker runs it at boot and every minute
-(djwork/worker/key_guard.py); client and API code may call either function.
+trips, and moves the wrong ones. Keys under a prefix (``unique:<digest>``,
+``djwork:limiter:<name>``...) can't be listed without scanning the keyspace:
+whoever meets a WRONGTYPE on one reports it (djwork.key_reports), and
+``repair_reported`` checks the reported keys. The worker runs the sweep at
+boot and every minute, and the reported keys every few seconds
+(djwork/worker/key_guard.py); client and API code may call any of them.
 The table of expected types is in djwork.key_types.
 """
 
@@ -40,7 +44,7 @@ from djwork.key_types import (
 logger = logging.getLogger("djwork.key_guard")
 
 __all__ = ["COPIES_KEPT", "FIXED_TYPES", "INDEX_CAP", "expected_type", "expected_type_in_redis",
-           "quarantine_culprits", "quarantine_if_wrong_type", "sweep"]
+           "quarantine_culprits", "quarantine_if_wrong_type", "repair_reported", "sweep"]
 
 COPIES_KEPT = 5  # per original key: enough to compare, too few for a loop to fill memory
 INDEX_CAP = 1000  # copies in the index across every key; the oldest beyond are deleted
@@ -155,6 +159,30 @@ def sweep(config: Config | None = None) -> list[tuple[str, str]]:
             copy = quarantine_if_wrong_type(key, wanted[key])
             if copy:
                 moved.append((key, copy))
+    return moved
+
+
+def repair_reported() -> list[tuple[str, str]]:
+    """Check every key reported to the guard (djwork.key_reports); move the wrong ones. Returns (key, copy) pairs.
+
+    One round trip when nothing is reported. A reported key is checked by
+    the quarantine script itself, which moves it only if it still holds the
+    wrong type, so a report of a key repaired (or deleted) since is harmless.
+    A key the table doesn't place is dropped from the reports unchecked:
+    djwork moves nothing on a guess.
+    """
+    reported = [_text(key) for key in redis_layer.run(
+        lambda conn: conn.zrange(keys.KEY_GUARD_REPORTED, 0, -1), idempotent=True)]
+    moved = []
+    for key in reported:
+        expected = expected_type(key)
+        copy = quarantine_if_wrong_type(key, expected) if expected is not None else None
+        if copy:
+            moved.append((key, copy))
+    if reported:
+        # A report made after the ZRANGE may be dropped here: the caller that made it meets the
+        # key again (if it is still wrong) and reports it once more.
+        redis_layer.run(lambda conn: conn.zrem(keys.KEY_GUARD_REPORTED, *reported), idempotent=True)
     return moved
 
 

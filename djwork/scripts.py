@@ -26,6 +26,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from djwork import key_reports
 from djwork import redis as redis_layer
 from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 
@@ -90,7 +91,8 @@ def evaluate(conn: Any, name: str, keys: list[str] | tuple[str, ...] = (),
     except ResponseError as error:
         if not is_wrong_type(error):
             raise
-        raise _named(error, f"Lua script {name!r}", keys, lambda: _types_on_client(conn, keys)) from error
+        raise _named(error, f"Lua script {name!r}", keys, lambda: _types_on_client(conn, keys),
+                     key_reports.on_client(conn)) from error
 
 
 def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
@@ -142,7 +144,8 @@ def named_on_connection(connection: Any, error: Exception, where: str,
     if not is_wrong_type(error):
         return error
     named = _named(error, where, candidates,
-                   lambda: redis_layer.exchange(connection, [("TYPE", key) for key in candidates]))
+                   lambda: redis_layer.exchange(connection, [("TYPE", key) for key in candidates]),
+                   lambda commands: redis_layer.exchange(connection, commands))
     named.__cause__ = error
     return named
 
@@ -180,13 +183,18 @@ def execute(pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
 
 
 def _named(error: ResponseError, where: str, candidates: list[str] | tuple[str, ...],
-           read_types: Any) -> WrongTypeKey:
-    """``error`` as a WrongTypeKey naming its culprit; ``read_types()`` returns the TYPE of each candidate."""
+           read_types: Any, send_report: Any) -> WrongTypeKey:
+    """``error`` as a WrongTypeKey naming its culprit, reported to the key guard (djwork.key_reports).
+
+    ``read_types()`` returns the TYPE of each candidate; ``send_report(commands)`` sends the report.
+    """
     try:
         types = read_types() if candidates else []
     except Exception as lookup_error:  # the original error must surface, named or not
         types = lookup_error
-    return name_culprits(error, where, candidates, types)
+    named = name_culprits(error, where, candidates, types)
+    key_reports.report(named, send_report)
+    return named
 
 
 def _types_on_client(conn: Any, candidates: list[str] | tuple[str, ...]) -> list[Any]:
@@ -216,6 +224,14 @@ def _name_pipeline_culprits(pipe: Any, commands: list[Any], replies: list[Any], 
             replies[index] = name_culprits(replies[index], where, found, types)
         else:
             replies[index] = name_culprits(replies[index], where, found, [types[key] for key in found])
+
+    def send_report(commands: list[tuple[Any, ...]]) -> None:
+        for command in commands:
+            pipe.execute_command(*command)
+        pipe.execute(raise_on_error=False)
+
+    for index in per_reply:
+        key_reports.report(replies[index], send_report)
 
 
 def _command_label(command: Any) -> str:
