@@ -47,13 +47,18 @@ def report(error: WrongTypeKey, send: Callable[[list[tuple[Any, ...]]], Any]) ->
     that can't be written (Redis gone, the reports key itself the wrong
     type, which the guard's sweep repairs) must not replace it.
     """
-    commands = report_commands(error)
+    report_all(report_commands(error), send)
+
+
+def report_all(commands: list[tuple[Any, ...]], send: Callable[[list[tuple[Any, ...]]], Any]) -> None:
+    """Send report commands (``report_commands`` of one or more errors) in one round trip; never raises."""
     if not commands:
         return
     try:
         send(commands)
     except Exception as failure:
-        logger.warning("djwork: could not report %s to the key guard: %s", ", ".join(error.keys), failure)
+        reported = [str(part) for command in commands if command[0] == "ZADD" for part in command[3::2]]
+        logger.warning("djwork: could not report %s to the key guard: %s", ", ".join(reported), failure)
 
 
 def on_client(conn: Any) -> Callable[[list[tuple[Any, ...]]], Any]:

@@ -132,7 +132,9 @@ def identity_candidates(key: str) -> dict[str, str]:
 
 
 def is_wrong_type(error: BaseException) -> bool:
-    return isinstance(error, ResponseError) and str(error).startswith(WRONGTYPE_PREFIX)
+    """A bare WRONGTYPE reply, not yet named (a WrongTypeKey already names its key: never looked up twice)."""
+    return (isinstance(error, ResponseError) and not isinstance(error, WrongTypeKey)
+            and str(error).startswith(WRONGTYPE_PREFIX))
 
 
 class WrongTypeKey(ResponseError):

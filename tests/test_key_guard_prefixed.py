@@ -102,6 +102,39 @@ def test_a_pipeline_meeting_a_wrong_periodic_state_names_and_reports_it(raw_redi
     assert reported(raw_redis) == [state]
 
 
+def test_djworks_client_names_a_wrongtype_on_any_command_or_pipeline_and_reports_it(raw_redis):
+    import redis as redis_py
+
+    state = keys.periodic_state("nightly")
+    raw_redis.rpush(state, "x")
+    with pytest.raises(djwork.WrongTypeKey, match=f"WRONGTYPE in HGETALL: {state} holds a list, not the hash"):
+        redis_layer.run(lambda conn: conn.hgetall(state))
+    assert reported(raw_redis) == [state]
+    raw_redis.delete(REPORTED)
+
+    def pipelined(conn):
+        pipe = conn.pipeline(transaction=False)
+        pipe.incr("t:counter")
+        pipe.hset(state, "last", "1")
+        return pipe.execute()
+
+    with pytest.raises(djwork.WrongTypeKey) as raised:
+        redis_layer.run(pipelined)
+    assert raised.value.keys == (state,) and "WRONGTYPE in HSET" in str(raised.value)
+    assert raw_redis.get("t:counter") == b"1" and reported(raw_redis) == [state]
+
+    def other_error(conn):
+        pipe = conn.pipeline(transaction=False)
+        pipe.incr(state + ":n")
+        pipe.set(state + ":n", "a")
+        pipe.incr(state + ":n")
+        return pipe.execute()
+
+    with pytest.raises(redis_py.ResponseError, match=r"Command # 3 .* not an integer") as raised:
+        redis_layer.run(other_error)  # anything but WRONGTYPE: redis-py's own error, as before
+    assert not isinstance(raised.value, djwork.WrongTypeKey)
+
+
 # --- real workers -------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_unique_lock_rewritten_as_a_hash_is_moved_aside_by_a_worker_and_delay_works_again(

@@ -127,7 +127,7 @@ class Heartbeat(PeriodicComponent):
                     pipe.expire(key, keys.STATS_TTL)
             if window:
                 queue_writes(pipe, window, now)
-            return scripts.execute(pipe, raise_on_error=False)
+            return pipe.execute(raise_on_error=False)
 
         try:
             replies = redis_layer.run(write, purpose="heartbeat")
@@ -136,7 +136,7 @@ class Heartbeat(PeriodicComponent):
                            expired, error)
             return
         # A pipeline runs every command: one refused write (a key of the wrong type, named and
-        # reported to the key guard by scripts.execute) loses only its own counts, not the window.
+        # reported to the key guard by djwork.redis_naming) loses only its own counts, not the window.
         refused = list(dict.fromkeys(str(reply) for reply in replies if isinstance(reply, Exception)))
         if refused:
             logger.error("djwork: %d stats write(s) refused, the others written: %s", len(refused),
