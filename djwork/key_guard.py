@@ -28,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from djwork import keys, scripts
@@ -104,11 +105,15 @@ def quarantine_if_wrong_type(key: str, expected: str | None = None) -> str | Non
     return copy
 
 
-def quarantine_culprits(error: WrongTypeKey) -> list[str]:
-    """Move aside every key ``error`` names whose type djwork's table fixes; returns the copies' names."""
+def quarantine_culprits(error: WrongTypeKey, known: Mapping[str, str] | None = None) -> list[str]:
+    """Move aside every key ``error`` names whose type djwork's table fixes; returns the copies' names.
+
+    ``known`` gives the type of keys the caller can place and the table can't
+    (a limiter's state: a HASH or a ZSET by the limiter's kind).
+    """
     moved = []
     for key in error.keys:
-        expected = error.expected.get(key)
+        expected = error.expected.get(key) or (known or {}).get(key)
         if expected is not None:
             copy = quarantine_if_wrong_type(key, expected)
             if copy:

@@ -91,6 +91,22 @@ def test_a_script_meeting_a_wrong_limiter_key_names_and_reports_it(raw_redis):
     assert "djwork:limiter:test-ten" in reported(raw_redis)
 
 
+@pytest.mark.parametrize("wrong", ["string", "hash"])
+def test_a_limited_job_moves_a_wrong_limiter_state_aside_by_the_limiters_kind_and_runs(raw_redis, caplog, wrong):
+    from djwork.worker.limits import run_within
+
+    state = keys.limiter_state("test-ten")  # a window limiter: its state is a ZSET log
+    if wrong == "string":
+        raw_redis.set(state, "x")
+    else:
+        raw_redis.hset(state, "used", "1")
+    caplog.set_level(logging.ERROR, logger="djwork.key_guard")
+    assert run_within([limiter_jobs.ten_a_second], "jid-1", lambda: "ran") == "ran"
+    assert raw_redis.type(state) == b"zset"
+    assert any(f"key {state} held a {wrong} where djwork expects a zset" in record.getMessage()
+               for record in caplog.records)
+
+
 def test_a_pipeline_meeting_a_wrong_periodic_state_names_and_reports_it(raw_redis):
     state = keys.periodic_state("nightly")
     raw_redis.rpush(state, "x")

@@ -76,7 +76,9 @@ def _acquire(limit: Any, jid: str) -> Any:
     try:
         return limit.acquire(jid=jid)
     except WrongTypeKey as error:
-        if not quarantine_culprits(error):
+        state_type = getattr(limit, "state_type", None)
+        own = {keys.limiter_state(limit.name): state_type} if state_type else {}
+        if not quarantine_culprits(error, own):
             raise
         return limit.acquire(jid=jid)
 
