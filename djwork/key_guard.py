@@ -176,8 +176,12 @@ def repair_reported() -> list[tuple[str, str]]:
     A key the table doesn't place is dropped from the reports unchecked:
     djwork moves nothing on a guess.
     """
-    reported = [_text(key) for key in redis_layer.run(
-        lambda conn: conn.zrange(keys.KEY_GUARD_REPORTED, 0, -1), idempotent=True)]
+    try:
+        reported = [_text(key) for key in redis_layer.run(
+            lambda conn: conn.zrange(keys.KEY_GUARD_REPORTED, 0, -1), idempotent=True)]
+    except WrongTypeKey as error:
+        # The reports key itself the wrong type: moved now, not a failed tick every 2 s until the sweep.
+        return [(keys.KEY_GUARD_REPORTED, copy) for copy in quarantine_culprits(error)]
     moved = []
     for key in reported:
         expected = expected_type(key)

@@ -73,6 +73,12 @@ def test_a_report_of_a_key_since_repaired_or_unplaced_moves_nothing(raw_redis):
     assert not raw_redis.exists(REPORTED)
 
 
+def test_a_reports_key_of_the_wrong_type_is_moved_by_the_check_itself(raw_redis):
+    raw_redis.set(REPORTED, "x")
+    ((key, copy),) = key_guard.repair_reported()
+    assert key == REPORTED and raw_redis.get(copy) == b"x" and not raw_redis.exists(REPORTED)
+
+
 def test_reports_are_capped_to_the_newest(raw_redis, monkeypatch):
     from djwork import key_reports
 
