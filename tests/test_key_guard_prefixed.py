@@ -13,13 +13,16 @@ from __future__ import annotations
 import logging
 
 import pytest
+import redis as redis_py
 
 import djwork
-from djwork import key_guard, keys, scripts
+from djwork import key_guard, key_reports, keys, scripts
 from djwork import redis as redis_layer
 from djwork.key_types import expected_type
-from tests import limiter_jobs, unique_jobs
+from djwork.worker.limits import run_within
+from tests import limiter_jobs, unique_jobs, worker_jobs
 from tests.helpers_worker import counts, wait_until, workers  # noqa: F401
+from tests.test_periodic_workers import EVERY_MINUTE, enqueued, fast_clock, overrides
 
 REPORTED = "djwork:key-guard:reported"
 
@@ -80,8 +83,6 @@ def test_a_reports_key_of_the_wrong_type_is_moved_by_the_check_itself(raw_redis)
 
 
 def test_reports_are_capped_to_the_newest(raw_redis, monkeypatch):
-    from djwork import key_reports
-
     monkeypatch.setattr(key_reports, "REPORTS_KEPT", 3)
     for number in range(5):
         error = djwork.WrongTypeKey("x", [f"unique:{number}"], {f"unique:{number}": "hash"},
@@ -99,8 +100,6 @@ def test_a_script_meeting_a_wrong_limiter_key_names_and_reports_it(raw_redis):
 
 @pytest.mark.parametrize("wrong", ["string", "hash"])
 def test_a_limited_job_moves_a_wrong_limiter_state_aside_by_the_limiters_kind_and_runs(raw_redis, caplog, wrong):
-    from djwork.worker.limits import run_within
-
     state = keys.limiter_state("test-ten")  # a window limiter: its state is a ZSET log
     if wrong == "string":
         raw_redis.set(state, "x")
@@ -125,8 +124,6 @@ def test_a_pipeline_meeting_a_wrong_periodic_state_names_and_reports_it(raw_redi
 
 
 def test_djworks_client_names_a_wrongtype_on_any_command_or_pipeline_and_reports_it(raw_redis):
-    import redis as redis_py
-
     state = keys.periodic_state("nightly")
     raw_redis.rpush(state, "x")
     with pytest.raises(djwork.WrongTypeKey, match=f"WRONGTYPE in HGETALL: {state} holds a list, not the hash"):
@@ -181,8 +178,6 @@ def test_a_unique_lock_rewritten_as_a_hash_is_moved_aside_by_a_worker_and_delay_
 
 @pytest.mark.slow
 def test_a_wrong_metrics_totals_key_is_named_and_repaired_and_counting_resumes(workers, raw_redis):  # noqa: F811
-    from tests import worker_jobs
-
     raw_redis.set("djwork:metrics:totals", "x")
     worker = workers.start("-c", "2")
     worker_jobs.record.delay("m1")
@@ -196,8 +191,6 @@ def test_a_wrong_metrics_totals_key_is_named_and_repaired_and_counting_resumes(w
 
 @pytest.mark.slow
 def test_a_periodic_state_as_a_list_is_named_moved_aside_and_the_entry_fires_again(workers, raw_redis):  # noqa: F811
-    from tests.test_periodic_workers import EVERY_MINUTE, enqueued, fast_clock, overrides
-
     state = keys.periodic_state("every-minute")
     raw_redis.rpush(state, "not a state hash")
     worker = workers.start("-c", "1", overrides=overrides(fast_clock(raw_redis), EVERY_MINUTE))
