@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from djwork import keys, push_intercept, scripts, signals
+from djwork import key_reports, keys, push_intercept, scripts, signals
 from djwork import redis as redis_layer
 from djwork.batches import collect as batch_collect
 from djwork.conf import Config, get_config
@@ -111,9 +111,11 @@ def _raise_push_error(reply: Any, command: tuple[Any, ...]) -> None:
             types = lookup_error
         target = candidates[1] if len(candidates) > 1 else candidates[0]
         named = name_culprits(reply, f"the push to {target} (the job was not written)", candidates, types)
+        key_reports.report(named, lambda commands: redis_layer.run(lambda conn: key_reports.on_client(conn)(commands),
+                                                                   idempotent=True))
         key = named.keys[0] if named.keys else target
         raise WrongTypeKey(f"{named}. djwork.key_guard.quarantine_if_wrong_type({key!r}) moves the key aside "
-                           f"(a running worker's key guard does so within a minute)",
+                           f"(a running worker's key guard does so within seconds: the key is reported to it)",
                            named.keys, named.found, named.expected) from reply
     raise reply
 

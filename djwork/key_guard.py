@@ -14,8 +14,12 @@ it held, the type expected and the copy.
 
 ``sweep`` checks every fixed key and every key the listing sets name
 (``queues``, ``processes``, the in-progress registry) in two pipelined round
-trips, and moves the wrong ones. The worker runs it at boot and every minute
-(djwork/worker/key_guard.py); client and API code may call either function.
+trips, and moves the wrong ones. Keys under a prefix (``unique:<digest>``,
+``djwork:limiter:<name>``...) can't be listed without scanning the keyspace:
+whoever meets a WRONGTYPE on one reports it (djwork.key_reports), and
+``repair_reported`` checks the reported keys. The worker runs the sweep at
+boot and every minute, and the reported keys every few seconds
+(djwork/worker/key_guard.py); client and API code may call any of them.
 The table of expected types is in djwork.key_types.
 """
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from djwork import keys, scripts
@@ -40,7 +45,7 @@ from djwork.key_types import (
 logger = logging.getLogger("djwork.key_guard")
 
 __all__ = ["COPIES_KEPT", "FIXED_TYPES", "INDEX_CAP", "expected_type", "expected_type_in_redis",
-           "quarantine_culprits", "quarantine_if_wrong_type", "sweep"]
+           "quarantine_culprits", "quarantine_if_wrong_type", "repair_reported", "sweep"]
 
 COPIES_KEPT = 5  # per original key: enough to compare, too few for a loop to fill memory
 INDEX_CAP = 1000  # copies in the index across every key; the oldest beyond are deleted
@@ -100,11 +105,15 @@ def quarantine_if_wrong_type(key: str, expected: str | None = None) -> str | Non
     return copy
 
 
-def quarantine_culprits(error: WrongTypeKey) -> list[str]:
-    """Move aside every key ``error`` names whose type djwork's table fixes; returns the copies' names."""
+def quarantine_culprits(error: WrongTypeKey, known: Mapping[str, str] | None = None) -> list[str]:
+    """Move aside every key ``error`` names whose type djwork's table fixes; returns the copies' names.
+
+    ``known`` gives the type of keys the caller can place and the table can't
+    (a limiter's state: a HASH or a ZSET by the limiter's kind).
+    """
     moved = []
     for key in error.keys:
-        expected = error.expected.get(key)
+        expected = error.expected.get(key) or (known or {}).get(key)
         if expected is not None:
             copy = quarantine_if_wrong_type(key, expected)
             if copy:
@@ -155,6 +164,34 @@ def sweep(config: Config | None = None) -> list[tuple[str, str]]:
             copy = quarantine_if_wrong_type(key, wanted[key])
             if copy:
                 moved.append((key, copy))
+    return moved
+
+
+def repair_reported() -> list[tuple[str, str]]:
+    """Check every key reported to the guard (djwork.key_reports); move the wrong ones. Returns (key, copy) pairs.
+
+    One round trip when nothing is reported. A reported key is checked by
+    the quarantine script itself, which moves it only if it still holds the
+    wrong type, so a report of a key repaired (or deleted) since is harmless.
+    A key the table doesn't place is dropped from the reports unchecked:
+    djwork moves nothing on a guess.
+    """
+    try:
+        reported = [_text(key) for key in redis_layer.run(
+            lambda conn: conn.zrange(keys.KEY_GUARD_REPORTED, 0, -1), idempotent=True)]
+    except WrongTypeKey as error:
+        # The reports key itself the wrong type: moved now, not a failed tick every 2 s until the sweep.
+        return [(keys.KEY_GUARD_REPORTED, copy) for copy in quarantine_culprits(error)]
+    moved = []
+    for key in reported:
+        expected = expected_type(key)
+        copy = quarantine_if_wrong_type(key, expected) if expected is not None else None
+        if copy:
+            moved.append((key, copy))
+    if reported:
+        # A report made after the ZRANGE may be dropped here: the caller that made it meets the
+        # key again (if it is still wrong) and reports it once more.
+        redis_layer.run(lambda conn: conn.zrem(keys.KEY_GUARD_REPORTED, *reported), idempotent=True)
     return moved
 
 

@@ -14,6 +14,7 @@ needs djwork.scripts, so the table sits below both.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -45,9 +46,13 @@ FIXED_TYPES: dict[str, str] = {
     keys.RESULT_WAITERS: "hash",
     keys.HISTORY: "stream",
     keys.QUARANTINE_INDEX: "zset",
+    keys.KEY_GUARD_REPORTED: "zset",
     keys.LIMITERS: "zset",
     keys.LIMITER_HOLDINGS: "zset",
     keys.PERIODIC_ENTRIES: "hash",
+    keys.METRICS_TOTALS: "hash",
+    keys.METRICS_HISTOGRAM_TOTALS: "hash",
+    keys.BATCHES: "zset",
 }
 
 # Name patterns that say the type by themselves: (prefix, type).
@@ -72,7 +77,18 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.PERIODIC_LOCK_PREFIX, "string"),
     # Unique jobs' locks (docs/unique.md).
     (keys.UNIQUE_PREFIX, "string"),
+    (keys.LIMITER_WAKE_PREFIX, "list"),
+    # Execution metrics (docs/metrics.md): per-minute and ten-minute counts, histograms, queue samples.
+    (keys.METRICS_MINUTE_PREFIX, "hash"),
+    (keys.METRICS_HISTOGRAM_PREFIX, "string"),
+    (keys.QUEUE_METRICS_PREFIX, "hash"),
+    (keys.DEPLOY_LOCK_PREFIX, "string"),
 )
+
+# Batches' keys: ``b-<bid>`` and its suffixed companions (docs/batches.md).
+BATCH_SUFFIX_TYPES: dict[str, str] = {"-jids": "set", "-failed": "set", "-died": "set", "-order": "list",
+                                      "-results": "hash"}
+DEPLOY_MARKS = re.compile(r"\A[0-9]{8}-marks\Z")
 
 
 def expected_type(key: str) -> str | None:
@@ -91,6 +107,10 @@ def expected_type(key: str) -> str | None:
     for prefix, kind in PREFIX_TYPES:
         if key.startswith(prefix) and len(key) > len(prefix):
             return kind
+    if key.startswith(keys.BATCH_PREFIX) and len(key) > len(keys.BATCH_PREFIX):
+        return next((kind for suffix, kind in BATCH_SUFFIX_TYPES.items() if key.endswith(suffix)), "hash")
+    if DEPLOY_MARKS.match(key):
+        return "hash"
     return None
 
 
@@ -114,7 +134,9 @@ def identity_candidates(key: str) -> dict[str, str]:
 
 
 def is_wrong_type(error: BaseException) -> bool:
-    return isinstance(error, ResponseError) and str(error).startswith(WRONGTYPE_PREFIX)
+    """A bare WRONGTYPE reply, not yet named (a WrongTypeKey already names its key: never looked up twice)."""
+    return (isinstance(error, ResponseError) and not isinstance(error, WrongTypeKey)
+            and str(error).startswith(WRONGTYPE_PREFIX))
 
 
 class WrongTypeKey(ResponseError):

@@ -128,6 +128,9 @@ def result_notify(result_id: str) -> str:
 QUARANTINE_PREFIX = "djwork:quarantine:"  # + <key>:<ms>:<random>: a key that held the wrong type, EXPIRE 30 days
 QUARANTINE_INDEX = "djwork:quarantine"  # ZSET copy name -> ms it was moved (5 copies per key kept at most)
 QUARANTINE_TTL = 30 * 24 * 3600
+# ZSET key -> ms it was last reported: a key a WRONGTYPE was met on (by a client, a script, a
+# worker), for a worker's key guard to check and move aside within seconds; capped at 1,000.
+KEY_GUARD_REPORTED = "djwork:key-guard:reported"
 # + <random>: a queue or sorted set a clear moved aside while it releases its jobs' locks; EXPIRE 1 day
 CLEARING_PREFIX = "djwork:clearing:"
 
@@ -180,9 +183,12 @@ def limiter_lost(name: str) -> str:
     return f"djwork:limiter-lost:{name}"
 
 
+LIMITER_WAKE_PREFIX = "djwork:limiter-wake:"
+
+
 def limiter_wake(name: str, token: str) -> str:
     """LIST ``djwork:limiter-wake:<name>|<token>``: one waiter's wake-up, pushed when it is granted a slot."""
-    return f"djwork:limiter-wake:{name}|{token}"
+    return f"{LIMITER_WAKE_PREFIX}{name}|{token}"
 
 
 # --- periodic jobs (docs/periodic.md); the leader is dear-leader above ---------------
@@ -233,11 +239,16 @@ DEPLOY_LOCK_TTL = 60
 # value that only grows; the `j|` buckets expire). No TTL: one field per class and metric.
 METRICS_TOTALS = "djwork:metrics:totals"  # HASH <Class>|p, <Class>|f, <Class>|ms
 METRICS_HISTOGRAM_TOTALS = "djwork:metrics:histograms"  # HASH <Class>|<bucket 0-25> -> successful runs
+# The prefixes of the per-minute keys below, for the key guard's table (djwork/key_types.py).
+METRICS_MINUTE_PREFIX = "j|"
+METRICS_HISTOGRAM_PREFIX = "h|"
+QUEUE_METRICS_PREFIX = "djwork:qm|"
+DEPLOY_LOCK_PREFIX = "deploylock-"
 
 
 def metrics_minute(now: dt.datetime) -> str:
     """HASH ``j|YYMMDD|H:MM`` (hour unpadded, minute padded): ``<Class>|p``, ``|f``, ``|ms`` counters."""
-    return f"j|{now:%y%m%d}|{now.hour}:{now:%M}"
+    return f"{METRICS_MINUTE_PREFIX}{now:%y%m%d}|{now.hour}:{now:%M}"
 
 
 def metrics_ten_minutes(now: dt.datetime) -> str:
@@ -247,7 +258,7 @@ def metrics_ten_minutes(now: dt.datetime) -> str:
 
 def metrics_histogram(class_name: str, now: dt.datetime) -> str:
     """STRING ``h|<Class>-<day>-<H>:<M>`` (day of month, hour, minute all unpadded): BITFIELD of 26 u16 counters."""
-    return f"h|{class_name}-{now.day}-{now.hour}:{now.minute}"
+    return f"{METRICS_HISTOGRAM_PREFIX}{class_name}-{now.day}-{now.hour}:{now.minute}"
 
 
 def deploy_marks(day: dt.date) -> str:
@@ -257,12 +268,12 @@ def deploy_marks(day: dt.date) -> str:
 
 def deploy_lock(label: str) -> str:
     """STRING ``deploylock-<label>``, SET NX EX 60: one mark per label per minute (Sidekiq::Deploy)."""
-    return f"deploylock-{label}"
+    return f"{DEPLOY_LOCK_PREFIX}{label}"
 
 
 def queue_metrics_minute(now: dt.datetime) -> str:
     """HASH ``djwork:qm|YYMMDD|H:MM``: sums of the leader's queue samples in that minute (docs/metrics.md)."""
-    return f"djwork:qm|{now:%y%m%d}|{now.hour}:{now:%M}"
+    return f"{QUEUE_METRICS_PREFIX}{now:%y%m%d}|{now.hour}:{now:%M}"
 
 
 def queue_metrics_ten_minutes(now: dt.datetime) -> str:

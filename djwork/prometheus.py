@@ -26,8 +26,8 @@ class ClusterCollector:
 
     def collect(self) -> Iterator[Any]:
         classes = api.Metrics.running_totals()
-        jobs = CounterMetricFamily("djwork_jobs", "Job executions by class and outcome, cluster-wide.",
-                                   labels=["class", "outcome"])
+        jobs = CounterMetricFamily("djwork_jobs", "Job executions by class and outcome (rescheduled: sent back "
+                                   "by a rate limiter, not a run), cluster-wide.", labels=["class", "outcome"])
         durations = HistogramMetricFamily("djwork_job_duration_seconds",
                                           "Execution time of successful runs by class (Sidekiq's 26 buckets).",
                                           labels=["class"])
@@ -35,6 +35,8 @@ class ClusterCollector:
             item = classes[name]
             jobs.add_metric([name, "success"], item.succeeded)
             jobs.add_metric([name, "failure"], item.failed)
+            # A limiter's refusal is not a run: neither a success nor a failure.
+            jobs.add_metric([name, "rescheduled"], item.rescheduled)
             counts = item.histogram
             running = 0
             buckets: list[tuple[str, float]] = []

@@ -31,6 +31,7 @@ from djwork.redis_connections import (
     round_trips,
     url_and_options,
 )
+from djwork.redis_naming import NamingRedis
 from djwork.redis_outage import tracker as outage
 
 logger = logging.getLogger("djwork.redis")
@@ -95,7 +96,8 @@ class RedisLayer:
         with self._lock:
             client = self._clients.get(purpose)
             if client is None:
-                client = redis_py.Redis(connection_pool=make_pool(self.config, purpose))
+                # NamingRedis: a WRONGTYPE reply names its key and reports it to the key guard.
+                client = NamingRedis(connection_pool=make_pool(self.config, purpose))
                 self._clients[purpose] = client
         return client
 

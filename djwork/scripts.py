@@ -26,8 +26,10 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from djwork import key_reports, redis_naming
 from djwork import redis as redis_layer
-from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
+from djwork.key_types import WrongTypeKey, is_wrong_type, name_culprits
+from djwork.redis_naming import name_replies
 
 # A script is named by its file's basename; anything path-like would let a
 # caller-supplied name read some other .lua file on disk.
@@ -90,7 +92,8 @@ def evaluate(conn: Any, name: str, keys: list[str] | tuple[str, ...] = (),
     except ResponseError as error:
         if not is_wrong_type(error):
             raise
-        raise _named(error, f"Lua script {name!r}", keys, lambda: _types_on_client(conn, keys)) from error
+        raise _named(error, f"Lua script {name!r}", keys, lambda: _types_on_client(conn, keys),
+                     key_reports.on_client(conn)) from error
 
 
 def evaluate_on_connection(connection: Any, name: str, keys: list[str] | tuple[str, ...] = (),
@@ -142,7 +145,8 @@ def named_on_connection(connection: Any, error: Exception, where: str,
     if not is_wrong_type(error):
         return error
     named = _named(error, where, candidates,
-                   lambda: redis_layer.exchange(connection, [("TYPE", key) for key in candidates]))
+                   lambda: redis_layer.exchange(connection, [("TYPE", key) for key in candidates]),
+                   lambda commands: redis_layer.exchange(connection, commands))
     named.__cause__ = error
     return named
 
@@ -180,13 +184,18 @@ def execute(pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
 
 
 def _named(error: ResponseError, where: str, candidates: list[str] | tuple[str, ...],
-           read_types: Any) -> WrongTypeKey:
-    """``error`` as a WrongTypeKey naming its culprit; ``read_types()`` returns the TYPE of each candidate."""
+           read_types: Any, send_report: Any) -> WrongTypeKey:
+    """``error`` as a WrongTypeKey naming its culprit, reported to the key guard (djwork.key_reports).
+
+    ``read_types()`` returns the TYPE of each candidate; ``send_report(commands)`` sends the report.
+    """
     try:
         types = read_types() if candidates else []
     except Exception as lookup_error:  # the original error must surface, named or not
         types = lookup_error
-    return name_culprits(error, where, candidates, types)
+    named = name_culprits(error, where, candidates, types)
+    key_reports.report(named, send_report)
+    return named
 
 
 def _types_on_client(conn: Any, candidates: list[str] | tuple[str, ...]) -> list[Any]:
@@ -197,36 +206,22 @@ def _types_on_client(conn: Any, candidates: list[str] | tuple[str, ...]) -> list
 
 
 def _name_pipeline_culprits(pipe: Any, commands: list[Any], replies: list[Any], wrong: list[int]) -> None:
-    """Replace each WRONGTYPE reply in ``replies`` with a WrongTypeKey, in one more round trip for all of them."""
-    per_reply = {index: command_keys(commands[index]) for index in wrong}
-    candidates = list(dict.fromkeys(key for found in per_reply.values() for key in found))
+    """Replace each WRONGTYPE reply in ``replies`` with a WrongTypeKey (for a pipeline not made by djwork's client)."""
+    def run(lookups: list[tuple[Any, ...]]) -> list[Any]:
+        for command in lookups:
+            pipe.execute_command(*command)
+        return pipe.execute(raise_on_error=False)
 
-    def read_types() -> dict[str, Any]:
-        for key in candidates:
-            pipe.execute_command("TYPE", key)
-        return dict(zip(candidates, pipe.execute(raise_on_error=False), strict=True))
-
-    try:
-        types: dict[str, Any] | Exception = read_types()
-    except Exception as lookup_error:
-        types = lookup_error
-    for index, found in per_reply.items():
-        where = _command_label(commands[index])
-        if isinstance(types, Exception):
-            replies[index] = name_culprits(replies[index], where, found, types)
-        else:
-            replies[index] = name_culprits(replies[index], where, found, [types[key] for key in found])
+    name_replies(commands, replies, wrong, run)
 
 
-def _command_label(command: Any) -> str:
-    verb = command[0].decode() if isinstance(command[0], bytes) else str(command[0])
-    if verb.upper() == "EVALSHA":
-        wanted = command[1].decode() if isinstance(command[1], bytes) else str(command[1])
-        script = next((name for name in names() if sha(name) == wanted), wanted)
-        return f"Lua script {script!r}"
-    if verb.upper() == "EVAL":
-        return "a Lua script"
-    return verb.upper()
+def script_named(wanted: Any) -> str:
+    """The name of the script whose SHA1 is ``wanted``; the SHA1 itself for a script not in lua/."""
+    wanted = wanted.decode() if isinstance(wanted, bytes) else str(wanted)
+    return next((name for name in names() if sha(name) == wanted), wanted)
+
+
+redis_naming.script_namer = script_named
 
 
 def load_all(conn: Any) -> dict[str, str]:

@@ -95,6 +95,20 @@ def test_class_page_shows_histogram_percentiles_and_the_history_link(viewer, rec
     assert viewer.get(url("metrics_class", "app.jobs.job_09") + "?period=72h", follow=True).status_code == 200
 
 
+def test_class_page_counts_limiter_reschedules_apart_from_runs(viewer, raw_redis):
+    recorder = ExecutionMetrics()
+    recorder.record("app.jobs.limited", 40.0, False)
+    for _ in range(3):
+        recorder.record_rescheduled("app.jobs.limited")
+    pipe = raw_redis.pipeline(transaction=False)
+    queue_writes(pipe, recorder.take(), dt.datetime.now(dt.UTC))
+    pipe.execute()
+    page = viewer.get(url("metrics_class", "app.jobs.limited")).content.decode()
+    stats = {label: value for value, label in re.findall(
+        r'<span class="value">([^<]*)</span><span class="label">([^<]*)</span>', page)}
+    assert (stats["runs"], stats["rescheduled"], stats["failed"]) == ("1", "3", "0")
+
+
 def test_queues_page_draws_size_and_latency(viewer, recorded):
     page = viewer.get(url("metrics_queues")).content.decode()
     assert page.count("<svg") == 4 and 'data-queue="mail"' in page

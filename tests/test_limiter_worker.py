@@ -144,3 +144,9 @@ def test_a_refused_job_is_rescheduled_without_its_retry_count_until_the_cap(work
     assert raw_redis.zcard("retry") == 0 and raw_redis.zcard("dead") == 0 and raw_redis.zcard("schedule") == 0
     assert "refused by limiter test-never 3 times; taking the retry path" in worker.log()
     assert int(raw_redis.hget(keys.limiter_stats("test-never"), "rescheduled") or 0) == 3
+    # In the metrics, the three reschedules are their own outcome: one run (the failed one), not four.
+    name = "tests.limiter_jobs.refused_inside"
+    totals = wait_until(lambda: (found := raw_redis.hgetall("djwork:metrics:totals")).get(f"{name}|f".encode())
+                        and found.get(f"{name}|r".encode()) == b"3" and found, 20,
+                        "the failure and the three reschedules in the metrics totals")
+    assert totals[f"{name}|p".encode()] == totals[f"{name}|f".encode()] == b"1"

@@ -85,6 +85,40 @@ def test_a_window_lands_in_sidekiqs_keys_with_their_ttls_and_histogram(raw_redis
     assert len(BUCKET_BOUNDS) == 25
 
 
+def test_limiter_reschedules_are_their_own_outcome_never_runs_or_run_time(raw_redis, db, django_user_model):
+    # Issue #31, item 9: counted as successes with their wait as time, 4 limited jobs showed
+    # djwork_jobs_total{outcome="success"} 10 and an average that was the limiter's wait.
+    from django.contrib.auth.models import Permission
+    from django.test import Client
+
+    recorder = ExecutionMetrics()
+    for _ in range(3):
+        recorder.record_rescheduled("App::Limited")
+    recorder.record("App::Limited", 50.0, False)
+    recorder.record_rescheduled("App::OnlyRefused")
+    pipe = raw_redis.pipeline(transaction=False)
+    queue_writes(pipe, recorder.take(), NOW)
+    pipe.execute()
+
+    assert raw_redis.hgetall("j|260204|8:03") == {b"App::Limited|p": b"1", b"App::Limited|ms": b"50",
+                                                  b"App::Limited|r": b"3", b"App::OnlyRefused|r": b"1"}
+    assert sum(raw_redis.execute_command("BITFIELD_RO", "h|App::Limited-4-8:3", *HISTOGRAM_READ)) == 1  # one run
+    item = Metrics(now=NOW).for_class("App::Limited", "1h").classes["App::Limited"]
+    assert (item.processed, item.succeeded, item.rescheduled, item.average_ms) == (1, 1, 3, 50.0)
+    by_class = Metrics(now=NOW).by_class("1h").classes
+    assert (by_class["App::OnlyRefused"].processed, by_class["App::OnlyRefused"].rescheduled) == (0, 1)
+
+    viewer = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_dashboard"))
+    staff_client = Client()
+    staff_client.force_login(viewer)
+    _status, samples = scrape(staff_client)
+    outcomes = {outcome: samples[("djwork_jobs_total", (("class", "App::Limited"), ("outcome", outcome)))]
+                for outcome in ("success", "failure", "rescheduled")}
+    assert outcomes == {"success": 1, "failure": 0, "rescheduled": 3}
+    assert samples[("djwork_job_duration_seconds_sum", (("class", "App::Limited"),))] == pytest.approx(0.05)
+
+
 def test_histogram_counters_saturate_at_65535(raw_redis):
     recorder = ExecutionMetrics()
     for _ in range(3):

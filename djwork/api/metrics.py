@@ -49,11 +49,12 @@ def percentile_ms(counts: list[int], fraction: float) -> float | None:
 
 @dataclass
 class ClassMetrics:
-    """One class over a period: totals (``p`` runs, ``f`` failures, ``ms`` of successful runs) and series."""
+    """One class over a period: totals (``p`` runs, ``f`` failures, ``ms`` of successful runs, ``r`` jobs a
+    rate limiter sent back to wait, which are not runs) and series."""
 
     name: str
-    totals: dict[str, int] = field(default_factory=lambda: {"p": 0, "f": 0, "ms": 0})
-    series: dict[str, dict[str, int]] = field(default_factory=lambda: {"p": {}, "f": {}, "ms": {}})
+    totals: dict[str, int] = field(default_factory=lambda: {"p": 0, "f": 0, "ms": 0, "r": 0})
+    series: dict[str, dict[str, int]] = field(default_factory=lambda: {"p": {}, "f": {}, "ms": {}, "r": {}})
     histograms: dict[str, list[int]] = field(default_factory=dict)  # bucket time -> 26 counts (minutely only)
 
     def add(self, metric: str, bucket: str, value: int) -> None:
@@ -72,6 +73,11 @@ class ClassMetrics:
     @property
     def succeeded(self) -> int:
         return self.processed - self.failed
+
+    @property
+    def rescheduled(self) -> int:
+        """Jobs a rate limiter sent back to wait (``|r``): not in ``processed``, their wait not in ``seconds``."""
+        return self.totals.get("r", 0)
 
     @property
     def seconds(self) -> float:
@@ -187,7 +193,7 @@ class Metrics:
         """One class, with its per-minute histograms when the period is minutely (Query#for_job)."""
         granularity, count = _period(period)
         moments = _walk(self.now, granularity, count)
-        fields = (f"{name}|ms", f"{name}|p", f"{name}|f")
+        fields = (f"{name}|ms", f"{name}|p", f"{name}|f", f"{name}|r")
 
         def read(conn: Any) -> list[Any]:
             pipe = conn.pipeline(transaction=False)
@@ -204,7 +210,7 @@ class Metrics:
             if not isinstance(reply, list):
                 continue
             bucket = bucket_time(moment, granularity)
-            for metric, value in zip(("ms", "p", "f"), reply, strict=True):
+            for metric, value in zip(("ms", "p", "f", "r"), reply, strict=True):
                 if value is not None:
                     item.add(metric, bucket, _int(value))
         for moment, reply in zip(moments, replies[count:], strict=False):

@@ -34,6 +34,10 @@ def rate_keys(name: str) -> list[str]:
 class RateLimiter(Limiter):
     """bucket, window and leaky: one unit per admission."""
 
+    # The Redis type of djwork:limiter-state:<name> for this kind (a window keeps a ZSET log), which
+    # the key guard's table can't tell from the name alone.
+    state_type = "hash"
+
     def __init__(self, name: str, size: int, interval: Any, *, wait_timeout: Any = DEFAULT_WAIT_TIMEOUT,
                  ttl: Any = DEFAULT_TTL, reschedule: int | None = None) -> None:
         super().__init__(name, size, interval_seconds(interval), wait_timeout=wait_timeout, ttl=ttl,
@@ -74,6 +78,7 @@ class WindowLimiter(RateLimiter):
     """At most ``size`` admissions in any sliding ``interval``."""
 
     kind = "window"
+    state_type = "zset"
 
 
 class LeakyLimiter(RateLimiter):

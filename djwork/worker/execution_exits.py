@@ -68,8 +68,8 @@ class SideExits:
         new_payload, score = decided
         self.history.record(jid, payload["class"], unit.queue, "rescheduled", started, elapsed_ms,
                             "djwork.limiter.OverLimit", str(error))
-        if self.metrics is not None:  # a run a limiter sent back is no failure (docs/metrics.md)
-            self.metrics.record(payload.get("wrapped") or payload["class"], elapsed_ms, False)
+        if self.metrics is not None:  # neither a run nor a failure: its own count (docs/metrics.md)
+            self.metrics.record_rescheduled(payload.get("wrapped") or payload["class"])
         if self.config.log_jobs:
             logger.info("rescheduled jid=%s class=%s limiter=%s in=%.3fs overrated=%d", jid, payload["class"],
                         error.name, score - time.time(), new_payload["overrated"],

@@ -127,13 +127,20 @@ class Heartbeat(PeriodicComponent):
                     pipe.expire(key, keys.STATS_TTL)
             if window:
                 queue_writes(pipe, window, now)
-            pipe.execute()
+            return pipe.execute(raise_on_error=False)
 
         try:
-            redis_layer.run(write, purpose="heartbeat")
+            replies = redis_layer.run(write, purpose="heartbeat")
         except Exception as error:
             logger.warning("djwork: stats window lost (processed=%d failed=%d expired=%d): %s", processed, failed,
                            expired, error)
+            return
+        # A pipeline runs every command: one refused write (a key of the wrong type, named and
+        # reported to the key guard by djwork.redis_naming) loses only its own counts, not the window.
+        refused = list(dict.fromkeys(str(reply) for reply in replies if isinstance(reply, Exception)))
+        if refused:
+            logger.error("djwork: %d stats write(s) refused, the others written: %s", len(refused),
+                         "; ".join(refused))
 
     def write_presence(self) -> None:
         work = self.work.snapshot()

@@ -1,7 +1,8 @@
 """KeyGuard: the worker's side of the key guard (djwork/key_guard.py).
 
-Sweeps every djwork key at boot and about once a minute, moving aside the
-ones that hold the wrong type, each move logged at ERROR. ``repair(key)`` is
+Sweeps every djwork key it can list at boot and about once a minute, and
+the keys reported to the guard (djwork.key_reports) every few seconds,
+moving aside the ones that hold the wrong type, each move logged at ERROR. ``repair(key)`` is
 for a thread that just met a WRONGTYPE on ``key`` (a queue taker, a fetch):
 it quarantines the key now instead of at the next sweep. Repairs of one key
 are limited to one a second per process, shared by every caller (the
@@ -23,6 +24,9 @@ from djwork.worker.component import PeriodicComponent
 logger = logging.getLogger("djwork.worker")
 
 SWEEP_INTERVAL = 60.0
+# Reported keys are checked this often: one ZRANGE when there are none, and a `unique:` lock
+# rewritten as a HASH fails its job's every delay() until it is moved.
+REPORTED_INTERVAL = 2.0
 REPAIR_INTERVAL = 1.0  # seconds between two repairs of the same key
 THROTTLE_MEMORY = 1024  # keys remembered; past it the stale entries are dropped
 
@@ -72,16 +76,20 @@ class KeyGuard(PeriodicComponent):
     def __init__(self, config: Config) -> None:
         super().__init__()
         self.config = config
+        self._next_sweep = 0.0  # monotonic; 0 sweeps at the first tick (boot)
 
     def interval(self) -> float:
-        # Jittered: a fleet started together must not sweep in lockstep.
-        return SWEEP_INTERVAL * (0.75 + random.random() / 2)
+        return REPORTED_INTERVAL
 
     def first_delay(self) -> float:
         return 0.0
 
     def tick(self) -> None:
-        self.sweep()
+        if time.monotonic() >= self._next_sweep:
+            self.sweep()
+            # Jittered: a fleet started together must not sweep in lockstep.
+            self._next_sweep = time.monotonic() + SWEEP_INTERVAL * (0.75 + random.random() / 2)
+        key_guard.repair_reported()
 
     def sweep(self) -> list[tuple[str, str]]:
         """One sweep (key_guard.sweep with this worker's queues); each move is logged by the guard."""

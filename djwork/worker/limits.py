@@ -23,6 +23,8 @@ from typing import Any
 from djwork import keys
 from djwork.conf import Config
 from djwork.dead import ScriptCall
+from djwork.key_guard import quarantine_culprits
+from djwork.key_types import WrongTypeKey
 from djwork.limiter import OverLimit, record_rescheduled
 from djwork.payload import dumps
 
@@ -51,7 +53,7 @@ def run_within(limits: Sequence[Any], jid: str, execute: Callable[[], Any]) -> A
     holdings: list[Any] = []
     try:
         for limit in limits:
-            holdings.append(limit.acquire(jid=jid))
+            holdings.append(_acquire(limit, jid))
         _current.holdings = tuple(holdings)
         return execute()
     finally:
@@ -63,6 +65,22 @@ def run_within(limits: Sequence[Any], jid: str, execute: Callable[[], Any]) -> A
                 # The job's own outcome must not be replaced by this; a slot left held is
                 # freed by its lock_timeout, or by the reaper once this process is gone.
                 logger.exception("djwork: releasing limiter %s after job %s failed", holding.limiter.name, jid)
+
+
+def _acquire(limit: Any, jid: str) -> Any:
+    """``limit.acquire``; a limiter key of the wrong type is moved aside (logged at ERROR) and asked once more.
+
+    Without it a ``SET djwork:limiter:<name> x`` failed every job using the
+    limiter until someone deleted the key.
+    """
+    try:
+        return limit.acquire(jid=jid)
+    except WrongTypeKey as error:
+        state_type = getattr(limit, "state_type", None)
+        own = {keys.limiter_state(limit.name): state_type} if state_type else {}
+        if not quarantine_culprits(error, own):
+            raise
+        return limit.acquire(jid=jid)
 
 
 def reschedule_cap(error: OverLimit, limits: Sequence[Any], config: Config) -> int:

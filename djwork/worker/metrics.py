@@ -25,6 +25,8 @@ from typing import Any
 from djwork import keys
 from djwork.metrics_layout import BUCKET_BOUNDS, BUCKETS, histogram_increments
 
+RESCHEDULED = "rescheduled"  # an event's outcome in place of ``failed``: see record_rescheduled
+
 
 class Window:
     """One beat's worth of counts: ``j|`` fields and per-class histograms."""
@@ -43,20 +45,29 @@ class ExecutionMetrics:
     """Shared by every processor thread of a process (through the Executor) and its Heartbeat."""
 
     def __init__(self) -> None:
-        self._events: deque[tuple[Any, float, bool]] = deque()
+        self._events: deque[tuple[Any, float, bool | str]] = deque()
 
     def record(self, class_name: Any, elapsed_ms: float, failed: bool) -> None:
         """One execution: the per-job cost, so nothing but an append."""
         self._events.append((class_name, elapsed_ms, failed))
 
+    def record_rescheduled(self, class_name: Any) -> None:
+        """A job a rate limiter sent back to wait: counted in ``|r`` alone, neither a run nor run time.
+
+        Counted as a success with its wait as run time, 4 jobs refused a few
+        times each showed as 10 successful runs, their average the limiter's wait.
+        """
+        self._events.append((class_name, 0.0, RESCHEDULED))
+
     def take(self) -> Window:
         """Everything recorded since the last take, aggregated (Sidekiq's ExecutionTracker#track rules).
 
         A failed run counts in ``|p`` and ``|f`` only: its time is left out of
-        ``|ms`` and the histogram, whose averages are about successful runs.
+        ``|ms`` and the histogram, whose averages are about successful runs. A
+        rescheduled job counts in ``|r`` only.
         """
         window = Window()
-        per_class: dict[str, list[Any]] = {}  # class -> [runs, failures, ms, histogram]
+        per_class: dict[str, list[Any]] = {}  # class -> [runs, failures, ms, histogram, rescheduled]
         events = self._events
         pop = events.popleft
         bounds = BUCKET_BOUNDS
@@ -70,7 +81,10 @@ class ExecutionMetrics:
                 class_name = str(class_name)
             entry = per_class.get(class_name)
             if entry is None:
-                entry = per_class[class_name] = [0, 0, 0, [0] * BUCKETS]
+                entry = per_class[class_name] = [0, 0, 0, [0] * BUCKETS, 0]
+            if failed is RESCHEDULED:
+                entry[4] += 1
+                continue
             entry[0] += 1
             if failed:
                 entry[1] += 1
@@ -78,7 +92,11 @@ class ExecutionMetrics:
             ms = int(elapsed_ms)  # Sidekiq counts whole milliseconds (a difference of monotonic ms)
             entry[2] += ms
             entry[3][bisect_right(bounds, ms)] += 1
-        for name, (runs, failures, ms, counts) in per_class.items():
+        for name, (runs, failures, ms, counts, rescheduled) in per_class.items():
+            if rescheduled:
+                window.fields[name + "|r"] = window.fields.get(name + "|r", 0) + rescheduled
+            if not runs:
+                continue
             window.fields[name + "|p"] = window.fields.get(name + "|p", 0) + runs
             if failures:
                 window.fields[name + "|f"] = window.fields.get(name + "|f", 0) + failures

@@ -103,6 +103,8 @@ class PeriodicTicker(PeriodicComponent):
             pipe.time()
             for entry, _job in active:
                 pipe.hmget(keys.periodic_state(entry.id), "last", "paused")
+            # A state key of the wrong type comes back as a WrongTypeKey naming it, reported to the
+            # key guard (djwork.redis_naming), not as a bare WRONGTYPE logged every pass.
             return pipe.execute(raise_on_error=False)
 
         host_before = self.clock.host_now()
