@@ -119,6 +119,7 @@ BOUNDS: tuple[KeyBound, ...] = (
              "dropped at each revoke"),
     KeyBound("djwork:quarantine:<key>:<ms>:<random>", INCIDENT, ttl="30 days", cap="5 copies per key"),
     KeyBound("djwork:quarantine", INCIDENT, cap="1,000 entries; past 30 days dropped"),
+    KeyBound("djwork:key-guard:reported", INCIDENT, cap="1,000 entries; each leaves at its check"),
     KeyBound("djwork:clearing:<random>", INCIDENT, ttl="1 day"),
     # Batches (a batch's keys hold one member per job).
     KeyBound("batches", JOB, cap="entries older than 31 days dropped at each new batch and when read"),
