@@ -13,9 +13,7 @@ import pytest
 
 import djwork
 from tests import canvas_jobs as cj
-from tests.helpers_worker import wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import wait_until
 
 
 def calls(raw_redis) -> list[str]:
@@ -26,7 +24,7 @@ def errors(raw_redis) -> list[dict]:
     return [json.loads(raw) for raw in raw_redis.lrange(cj.ERRORS, 0, -1)]
 
 
-def test_chord_chain_group_maps_and_links(workers, raw_redis):  # noqa: F811
+def test_chord_chain_group_maps_and_links(workers, raw_redis):
     # Everything is sent before the workers start, so all of it runs side by side in one pool.
     big = djwork.chord([cj.add.s(i, i) for i in range(100)])(cj.tsum.s())
     three = djwork.chain(cj.add.s(1, 2), cj.add.s(10), cj.mul.s(3)).apply_async()
@@ -76,7 +74,7 @@ def test_chord_chain_group_maps_and_links(workers, raw_redis):  # noqa: F811
     assert seen.count("dies 8") == 1 and not any(call.startswith("after-death") for call in seen)
 
 
-def test_a_kill_between_a_steps_end_and_its_ack_still_pushes_the_next_step_once(workers, raw_redis):  # noqa: F811
+def test_a_kill_between_a_steps_end_and_its_ack_still_pushes_the_next_step_once(workers, raw_redis):
     chained = djwork.chain(cj.kills_once.s(1, "chain"), cj.add.s(10)).delay()
     victim = workers.start("-c", "2", overrides={"LOG_JOBS": False}, label="victim")
     assert victim.wait_exit(30) == -signal.SIGKILL

@@ -31,8 +31,6 @@ from tests import celery_demo_jobs as demo
 from tests import celery_guide_jobs as guide
 from tests.helpers_worker import ROOT, Worker, Workers, wait_until, zset_jobs
 
-pytestmark = pytest.mark.slow
-
 T = 20  # seconds any single result may take on a busy machine; each wait ends as soon as it is there
 
 

@@ -9,7 +9,7 @@ import time
 from django.urls import reverse
 
 from tests.browser import seed
-from tests.helpers_worker import send_remote_signal, wait_until, workers  # noqa: F401
+from tests.helpers_worker import wait_until
 
 ALL_PAGES = ["overview", "busy", "queues", "history", "limits", "locks", "periodic"]
 
@@ -32,7 +32,7 @@ def overview(client) -> str:
     return strip(client.get(reverse("djwork_dashboard:overview")))
 
 
-def test_strip_follows_a_real_worker_through_quiet_and_stop(admin_client, workers, raw_redis):  # noqa: F811
+def test_strip_follows_a_real_worker_through_quiet_and_stop(admin_client, workers, raw_redis):
     worker = workers.start("-q", "default", "-c", "1", overrides={"HEARTBEAT_INTERVAL": 2, "ORPHAN_THRESHOLD": 10})
     identity = worker.identity(raw_redis)
     html = overview(admin_client)

@@ -26,9 +26,9 @@ from djwork import client
 from djwork.payload import build
 from tests.helpers_worker import Workers, decode, wait_until
 from tests.interop import jobs
-from tests.interop.helpers import RubyFleet, move_due, ruby, sidekiq_version, stop_workers  # noqa: F401
+from tests.interop.helpers import RubyFleet, move_due, ruby, stop_workers
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("sidekiq_version")]
 
 HOLD_SECONDS = 240
 QUEUE_NAME = re.compile(r"\A[a-z_:.\-0-9]+\Z", re.I)

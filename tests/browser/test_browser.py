@@ -11,14 +11,10 @@ import datetime as dt
 import json
 import time
 
-import pytest
-
 from tests import worker_jobs
 from tests.browser import seed
 from tests.browser.live import VIEWER, login, shoot
 from tests.helpers_worker import counts, history_runs, wait_until
-
-pytestmark = pytest.mark.slow
 
 PHONE = {"width": 390, "height": 844}
 
