@@ -1,4 +1,4 @@
-"""Which tests are slow, and which must share one xdist worker: decided here, at collection, never by hand.
+"""Which tests are slow: decided here, at collection, never by hand.
 
 slow: a test that starts a process other than redis-server (a worker, gunicorn,
 runserver, chromium, Ruby, redis-sentinel, pip/build) is slow, and
@@ -8,11 +8,6 @@ naming a process starter (PROCESS_STARTERS). The detection is checked on
 every run: a test not marked slow that starts a process anyway fails and
 names itself (``guard_fast_tests``), so a new process-starting fixture cannot
 slip into the fast set unnoticed.
-
-xdist groups (``--dist loadgroup``): the tests of a module whose processes
-outlive one test (module-scoped live server, Ruby fleet, Sentinel topology)
-run on one worker, so those processes start once; the chaos scenarios run on
-one worker too, one at a time, so two of them never load the machine at once.
 """
 
 from __future__ import annotations
@@ -42,17 +37,6 @@ PROCESS_FIXTURES = {
 # Names whose call in a test's own body starts a process.
 PROCESS_STARTERS = ("subprocess.", "sys.executable", "with started(", "ruby(", "RubyFleet(", "Workers(", "Cluster(",
                     "runpytest_subprocess")
-
-# Modules whose tests share one worker (module-scoped processes), by the group they join.
-SERIAL_GROUPS = {
-    "tests.test_sentinel": "sentinel",
-    "tests.test_interop_ruby_client": "interop",
-    "tests.test_interop_sidekiq_reads_djwork": "interop",
-    "tests.test_interop_sidekiq_server": "interop",
-    "tests.chaos.test_chaos": "chaos",
-}
-BROWSER_PACKAGE = "tests.browser."
-
 
 def _defining_module(fixturedef: Any) -> str:
     return getattr(fixturedef.func, "__module__", "")
@@ -86,21 +70,10 @@ def is_slow(item: pytest.Item) -> bool:
     return uses_process_fixture(item) is not None or starts_processes_itself(item)
 
 
-def serial_group(item: pytest.Item) -> str | None:
-    module = item.module.__name__ if getattr(item, "module", None) else ""
-    if module.startswith(BROWSER_PACKAGE):
-        return module  # one live server and one chromium per module, as its module-scoped fixtures mean
-    return SERIAL_GROUPS.get(module)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks in the same hook
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if is_slow(item):
             item.add_marker(pytest.mark.slow)
-        group = serial_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
 
 
 class ProcessStartedInAFastTest(AssertionError):
