@@ -263,7 +263,7 @@ def test_periodic_series_carry_the_entries_counters(raw_redis):
     from djwork.api import Periodic
     from djwork.conf import build_config
     from djwork.prometheus import periodic_families
-    from tests.test_periodic_claim import BASE, HOUR, entry, ticker_at
+    from tests.support.periodic import BASE, HOUR, entry, ticker_at
 
     hourly = entry(name="hourly", args=["h"])
     ticker_at(raw_redis, BASE + 0.25 * HOUR, hourly).run_once()
