@@ -87,7 +87,7 @@ def test_queue_nobody_listens_to_latency_and_late_beat(admin_client, raw_redis, 
     # The beat's age is read at render time: 30 s plus however long seeding and rendering took (under load, 31).
     late = re.search(r"Process web\.2:2:b last beat (\d+)s ago \(expected every 5s\)\.", html)
     assert late, html
-    assert 30 <= int(late.group(1)) <= 30 + rendered_within
+    assert 30 <= int(late.group(1)) <= 30 + rendered_within + 0.5  # shown rounded to the second
     assert "web.1:1:a last beat" not in html
 
 
