@@ -12,6 +12,10 @@ import redis as redis_py
 from djwork import redis as redis_layer
 from djwork.redis import RedisEvent
 
+# Fixtures shared by many modules, registered once here: a test module never imports them.
+pytest_plugins = ["tests.helpers_worker", "tests.interop.helpers", "tests.support.selection",
+                  "tests.support.xdist_groups", "pytester"]
+
 
 def _private_url() -> str:
     url = os.environ["DJWORK_TEST_REDIS_URL"]

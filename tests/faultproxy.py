@@ -326,8 +326,12 @@ class FaultProxy:
                         stalled = True
                         fault.fired.set()
                         continue
-                    # drop: wait for the server's reply (the command ran), then cut both sides.
-                    select.select([upstream], [], [], 2.0)
+                    # drop: wait for the server's reply (the command ran), then cut both sides. No deadline:
+                    # a cut 2 s after sending, before a loaded server had read the command, reset the
+                    # connection, the server never ran it, and the test saw a push that was never written.
+                    while not select.select([upstream], [], [], _TICK)[0]:
+                        if self._stopping.is_set():
+                            return
                     fault.fired.set()
                     return
         except OSError:

@@ -1,21 +1,17 @@
 """Test settings: the example project, pointed at the suite's private redis-server.
 
-The server comes from DJWORK_TEST_REDIS_URL (./dev test starts one); a bare
-``pytest`` run starts its own here. The user's REDIS_URL is never used.
+Each pytest process (each xdist worker) starts a server of its own here, at
+import, before any test runs (tests/support/private_redis.py); the processes
+the tests start inherit its DJWORK_TEST_REDIS_URL. The user's REDIS_URL is
+never used.
 """
 
-import atexit
 import os
 import tempfile
 
-if not os.environ.get("DJWORK_TEST_REDIS_URL"):
-    from djwork.testing.redis_server import RedisServer
+from tests.support.private_redis import ensure_private_server
 
-    _server = RedisServer().start()
-    atexit.register(_server.stop)
-    os.environ["DJWORK_TEST_REDIS_URL"] = _server.url
-
-os.environ["REDIS_URL"] = os.environ["DJWORK_TEST_REDIS_URL"]
+os.environ["REDIS_URL"] = ensure_private_server()
 os.environ.setdefault("DJWORK_EXAMPLE_DB", os.path.join(tempfile.gettempdir(), f"djwork-test-{os.getpid()}.db"))
 
 from example.settings import *  # noqa: F403

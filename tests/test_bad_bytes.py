@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from djwork import api
 from tests import worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, in_progress_items, wait_until
 
 BAD_BYTES = b"\xff"
 BAD_INSIDE_JSON = b'{"class":"tests.worker_jobs.record","args":["caf\xe9"],"queue":"default","jid":"badutf8"}'
@@ -35,8 +33,7 @@ def _assert_buried_escaped(redis, expected: int) -> None:
         assert "\\x" in entry["raw_payload"], entry["raw_payload"]  # the bytes, escaped, not replaced
 
 
-@pytest.mark.slow
-def test_undecodable_payloads_in_a_backlog_go_to_dead_and_every_job_after_them_runs(workers, raw_redis):  # noqa: F811
+def test_undecodable_payloads_in_a_backlog_go_to_dead_and_every_job_after_them_runs(workers, raw_redis):
     worker_jobs.record.delay_many([(index,) for index in range(10)])
     raw_redis.lpush("queue:default", BAD_BYTES, BAD_INSIDE_JSON)
     worker_jobs.record.delay_many([(index,) for index in range(10, 20)])
@@ -49,8 +46,7 @@ def test_undecodable_payloads_in_a_backlog_go_to_dead_and_every_job_after_them_r
     assert "UnicodeDecodeError" not in worker.log()
 
 
-@pytest.mark.slow
-def test_an_idle_workers_taker_buries_an_undecodable_payload_and_keeps_taking(workers, raw_redis):  # noqa: F811
+def test_an_idle_workers_taker_buries_an_undecodable_payload_and_keeps_taking(workers, raw_redis):
     # One queue: with idle takers of other queues holding every free slot, the rest of a burst waits
     # for their blocks to time out (a known latency gap, not this test's subject).
     worker = workers.start("-c", "2", "-q", "default", overrides={"FETCH_TIMEOUT": NEVER})
@@ -85,8 +81,7 @@ def test_the_api_deletes_and_kills_undecodable_sorted_set_members(raw_redis):
     assert raw_redis.zcard("dead") == 1
 
 
-@pytest.mark.slow
-def test_a_due_scheduled_entry_that_is_not_utf8_goes_to_dead_unchanged_not_promoted(workers, raw_redis):  # noqa: F811
+def test_a_due_scheduled_entry_that_is_not_utf8_goes_to_dead_unchanged_not_promoted(workers, raw_redis):
     # A lenient decode turned the byte into U+FFFD and promoted a different job than the one stored.
     raw_redis.zadd("schedule", {BAD_INSIDE_JSON: 1.0})
     worker_jobs.record.perform_in(0, "after")

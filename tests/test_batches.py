@@ -18,6 +18,7 @@ from djwork import dead, job_locks, keys, scripts
 from djwork.batches import BatchError
 from djwork.batches import runtime as batch_runtime
 from tests import batch_jobs
+from tests.support.batches import ack, fail
 
 
 def events_pushed(raw_redis, queue: str = "default") -> list[str]:
@@ -29,21 +30,6 @@ def events_pushed(raw_redis, queue: str = "default") -> list[str]:
 def members(raw_redis, queue: str = "default") -> list[dict]:
     return [json.loads(raw) for raw in reversed(raw_redis.lrange(keys.queue(queue), 0, -1))
             if b"callback_bid" not in raw]
-
-
-def ack(raw_redis, job: dict) -> None:
-    """fetch.lua's ack of a successful run (limit 0: it takes nothing)."""
-    raw = json.dumps(job)
-    scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED,
-                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated"],
-                     [0, "reliable", 1, 0, "none", -1, raw, job["jid"], job_locks.encode(job_locks.locks_of(job)),
-                      "", ""])
-
-
-def fail(raw_redis, job: dict, target: str) -> None:
-    """fail.lua's filing of a failed run in retry, dead, or nowhere (drop)."""
-    dead.file_failure("t:inprogress", json.dumps(job), target, job, 0.0, job["jid"],
-                      locks=job_locks.encode(job_locks.locks_of(job))).evaluate(raw_redis)
 
 
 def make(raw_redis, count: int, **options) -> tuple[djwork.Batch, list[dict]]:

@@ -9,15 +9,11 @@ from __future__ import annotations
 import json
 import signal
 
-import pytest
-
 import djwork
 import djwork.api
 from djwork import keys
 from tests import batch_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, wait_until
 
 CALLBACKS = dict(on_complete=batch_jobs.on_event, on_success=batch_jobs.on_event, on_death=batch_jobs.on_event,
                  on_settled=batch_jobs.on_event)
@@ -34,7 +30,7 @@ def settled_all(raw_redis) -> bool:
             and not any(in_progress_items(raw_redis).values()))
 
 
-def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(workers, raw_redis):  # noqa: F811
+def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(workers, raw_redis):
     big = djwork.Batch(description="thousand", callback_args={"tag": "big"}, **CALLBACKS)
     with big.jobs():
         # The ten that fail go first; after their one failure each waits for `complete` before it succeeds.
@@ -109,7 +105,7 @@ def test_retries_deaths_empty_and_added_jobs_each_fire_their_callbacks_once(work
     assert (dying_status.dead, dying_status.pending, dying_status.success) == (1, 0, False)
 
 
-def test_kill_minus_nine_near_the_end_pushes_each_callback_once(workers, raw_redis):  # noqa: F811
+def test_kill_minus_nine_near_the_end_pushes_each_callback_once(workers, raw_redis):
     jobs = 200
     batch = djwork.Batch(description="killed", **CALLBACKS)
     with batch.jobs():

@@ -15,7 +15,7 @@ import pytest
 import djwork
 from djwork import keys
 from tests import canvas_jobs as cj
-from tests.test_batches import ack, fail
+from tests.support.batches import ack, fail
 
 
 def queued(raw_redis, queue: str = "default") -> list[dict]:

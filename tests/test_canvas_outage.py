@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from djwork.testing.redis_server import RedisServer
 from tests import canvas_jobs as cj
-from tests.helpers_worker import wait_until, workers  # noqa: F401
+from tests.helpers_worker import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ def killable_redis(tmp_path):
 
 
 def test_a_chain_step_ending_while_redis_is_killed_hands_its_value_to_the_next_step(
-        workers, raw_redis, killable_redis):  # noqa: F811
+        workers, raw_redis, killable_redis):
     # The jobs note their calls in the suite's Redis (raw_redis), which stays up; djwork uses the killable one.
     worker = workers.start("-c", "2", overrides={"REDIS_URL": killable_redis.url, "LOG_JOBS": True})
     with override_settings(DJWORK={**settings.DJWORK, "REDIS_URL": killable_redis.url}):

@@ -13,9 +13,8 @@ import pytest
 
 import djwork
 from tests import canvas_jobs as cj
-from tests.helpers_worker import wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import wait_until
+from tests.support.orphans import logged_identity, recovered_line, wait_orphaned
 
 
 def calls(raw_redis) -> list[str]:
@@ -26,7 +25,7 @@ def errors(raw_redis) -> list[dict]:
     return [json.loads(raw) for raw in raw_redis.lrange(cj.ERRORS, 0, -1)]
 
 
-def test_chord_chain_group_maps_and_links(workers, raw_redis):  # noqa: F811
+def test_chord_chain_group_maps_and_links(workers, raw_redis):
     # Everything is sent before the workers start, so all of it runs side by side in one pool.
     big = djwork.chord([cj.add.s(i, i) for i in range(100)])(cj.tsum.s())
     three = djwork.chain(cj.add.s(1, 2), cj.add.s(10), cj.mul.s(3)).apply_async()
@@ -76,18 +75,31 @@ def test_chord_chain_group_maps_and_links(workers, raw_redis):  # noqa: F811
     assert seen.count("dies 8") == 1 and not any(call.startswith("after-death") for call in seen)
 
 
-def test_a_kill_between_a_steps_end_and_its_ack_still_pushes_the_next_step_once(workers, raw_redis):  # noqa: F811
+def test_a_kill_between_a_steps_end_and_its_ack_still_pushes_the_next_step_once(workers, raw_redis):
     chained = djwork.chain(cj.kills_once.s(1, "chain"), cj.add.s(10)).delay()
     victim = workers.start("-c", "2", overrides={"LOG_JOBS": False}, label="victim")
     assert victim.wait_exit(30) == -signal.SIGKILL
     assert calls(raw_redis) == ["kills_once 1"]
-    rescuer = workers.start("-c", "2", overrides={"LOG_JOBS": False}, label="rescuer")
+    # Each rescuer starts once the dead one's jobs are orphans (on Redis's clock), and each step (its boot,
+    # the recovery, the result) waits for its own event: under load a rescuer's boot alone used up the one
+    # 30 s deadline that covered boot, orphan threshold, recovery and both steps, and the test failed.
+    rescuer = _rescue(workers, raw_redis, victim, "rescuer")
     assert chained.get(timeout=30) == 12
     # A header member kills the rescuer in turn (only once the chain is done: nothing else runs then).
     chorded = djwork.chord([cj.add.s(3000, 1), cj.kills_once.s(5, "chord")])(cj.tsum.s())
     assert rescuer.wait_exit(30) == -signal.SIGKILL
-    workers.start("-c", "2", overrides={"LOG_JOBS": False}, label="second-rescuer")
+    _rescue(workers, raw_redis, rescuer, "second-rescuer")
     assert chorded.get(timeout=30) == 3007
     seen = calls(raw_redis)
     assert seen.count("kills_once 1") == 2 and seen.count("kills_once 5") == 2  # each ran again
     assert seen.count("add 2 10") == 1 and seen.count("tsum 2") == 1  # and what followed ran once
+
+
+def _rescue(workers, raw_redis, dead, label):
+    """A worker started once ``dead``'s jobs are orphans, returned once its reaper has requeued them."""
+    identity = logged_identity(dead)
+    wait_orphaned(raw_redis, identity)
+    rescuer = workers.start("-c", "2", overrides={"LOG_JOBS": False}, label=label)
+    rescuer.wait_log(" starting: identity=", 30)  # its boot (Django, imports): the slowest step under load
+    rescuer.wait_log(recovered_line(identity), 30)  # its first reaper pass, at boot: the jobs are orphans by now
+    return rescuer

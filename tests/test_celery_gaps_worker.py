@@ -12,10 +12,8 @@ import djwork
 from djwork import keys
 from tests import batch_jobs, celery_gap_jobs, result_jobs
 from tests.celery_gap_jobs import release_key
-from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until
 from tests.task_api_jobs import events
-
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +37,7 @@ def _of(raw_redis, jid: str) -> list[dict]:
     return [row for row in events(raw_redis) if jid in (row.get("task_id"), row.get("request_id"))]
 
 
-def test_coroutine_jobs_run_hooks_and_signals_in_celerys_order_each_with_its_own_request(workers, raw_redis):  # noqa: F811
+def test_coroutine_jobs_run_hooks_and_signals_in_celerys_order_each_with_its_own_request(workers, raw_redis):
     together = 8  # every first run waits until all eight are inside: all suspended on the loop at once
     oks = [celery_gap_jobs.async_hooked.delay(f"k{index}", together) for index in range(together - 2)]
     failed = celery_gap_jobs.async_hooked.delay("v", together, mode="value")
@@ -85,7 +83,7 @@ def test_coroutine_jobs_run_hooks_and_signals_in_celerys_order_each_with_its_own
         retried.get(timeout=10)
 
 
-def test_revoked_jobs_a_worker_drops_send_task_revoked(workers, raw_redis):  # noqa: F811
+def test_revoked_jobs_a_worker_drops_send_task_revoked(workers, raw_redis):
     # Revoked with a search of another queue only: the flag alone stops it, at the worker's first fetch.
     fetched = result_jobs.add.apply_async((2, 2))
     assert djwork.revoke(fetched.id, queue="elsewhere") is False
@@ -115,7 +113,7 @@ def _started(raw_redis, key: str) -> None:
     wait_until(lambda: events(raw_redis, kind="tracked_body", key=key), 30, f"job {key} to start")
 
 
-def test_track_started_reads_started_while_the_job_runs_then_success(workers, raw_redis):  # noqa: F811
+def test_track_started_reads_started_while_the_job_runs_then_success(workers, raw_redis):
     tracked = celery_gap_jobs.tracked.delay("t1")
     on_loop = celery_gap_jobs.tracked_async.delay("a1")
     untracked = celery_gap_jobs.untracked.delay("u1")  # TRACK_STARTED is off: PENDING while it runs
@@ -139,7 +137,7 @@ def test_track_started_reads_started_while_the_job_runs_then_success(workers, ra
     assert not raw_redis.exists(keys.result(ignored.id))
 
 
-def test_the_track_started_setting_applies_to_jobs_that_say_nothing(workers, raw_redis):  # noqa: F811
+def test_the_track_started_setting_applies_to_jobs_that_say_nothing(workers, raw_redis):
     untracked = celery_gap_jobs.untracked.delay("u2")
     opted_out = celery_gap_jobs.not_tracked.delay("o2")
     workers.start("-c", "2", overrides={"TRACK_STARTED": True})
@@ -152,7 +150,7 @@ def test_the_track_started_setting_applies_to_jobs_that_say_nothing(workers, raw
     assert untracked.get(timeout=30) == "u2" and opted_out.get(timeout=30) == "o2"
 
 
-def test_a_job_skipped_because_its_batch_was_invalidated_reads_revoked(workers, raw_redis):  # noqa: F811
+def test_a_job_skipped_because_its_batch_was_invalidated_reads_revoked(workers, raw_redis):
     stopped = djwork.Batch(description="stopped")
     with stopped.jobs():
         skipped = batch_jobs.member.delay("never")

@@ -20,7 +20,7 @@ from djwork.options import OptionError
 from djwork.worker.retry import decide
 from tests import celery_demo_jobs as demo
 from tests import celery_guide_jobs as guide
-from tests.test_task_api import only_job
+from tests.support.queues import only_job
 
 
 @pytest.fixture(autouse=True)

@@ -31,8 +31,6 @@ from tests import celery_demo_jobs as demo
 from tests import celery_guide_jobs as guide
 from tests.helpers_worker import ROOT, Worker, Workers, wait_until, zset_jobs
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(autouse=True)
 def results_on(settings):

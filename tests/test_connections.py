@@ -23,10 +23,8 @@ from django.test import override_settings
 
 from djwork.testing.redis_server import RedisServer, TlsFiles, free_port
 from tests import worker_jobs
-from tests.helpers_worker import counts, decode, history_runs, in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, decode, history_runs, in_progress_items, wait_until
 from tests.settings_worker_cache import CACHE_DATABASE, cache_location
-
-pytestmark = pytest.mark.slow
 
 IN_CI = os.environ.get("CI") == "true"
 # What redis-server says at start when it was built without TLS (an unknown
@@ -41,7 +39,7 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _carry_one_job(workers, raw_redis, target: redis_py.Redis, key: str, overrides: dict[str, Any],  # noqa: F811
+def _carry_one_job(workers, raw_redis, target: redis_py.Redis, key: str, overrides: dict[str, Any],
                    *worker_args: str) -> None:
     """Enqueue (under the caller's settings) must already have put job ``key`` on ``target``; run a worker
     configured by ``overrides`` and check that it took the job from ``target``, and nothing from the suite's."""
@@ -63,7 +61,7 @@ def _carry_one_job(workers, raw_redis, target: redis_py.Redis, key: str, overrid
 
 
 # --- CACHE: a django-redis alias --------------------------------------------------------------------
-def test_cache_alias_is_the_connection_used(workers, raw_redis, redis_url):  # noqa: F811
+def test_cache_alias_is_the_connection_used(workers, raw_redis, redis_url):
     target = redis_py.Redis.from_url(cache_location(redis_url))
     target.flushdb()
     unusable = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens: only the cache's LOCATION works
@@ -91,7 +89,7 @@ def unix_server():
         server.stop()
 
 
-def test_unix_socket_url(workers, raw_redis, unix_server):  # noqa: F811
+def test_unix_socket_url(workers, raw_redis, unix_server):
     url = unix_server.url
     assert url.startswith("unix://") and url.endswith("?db=0")
     target = redis_py.Redis.from_url(url)
@@ -174,7 +172,7 @@ def tls_server(tmp_path):
         server.stop()
 
 
-def test_tls_url_with_a_ca_of_its_own(workers, raw_redis, tls_server):  # noqa: F811
+def test_tls_url_with_a_ca_of_its_own(workers, raw_redis, tls_server):
     ca_file = tls_server.tls.ca_file
     url = f"{tls_server.url}?ssl_cert_reqs=required&ssl_ca_certs={ca_file}"
     # The URL's CA is what makes the chain verify: without it the handshake is refused.

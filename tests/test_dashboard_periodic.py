@@ -17,7 +17,7 @@ from django.urls import reverse
 from djwork import keys
 from djwork.api import Periodic
 from tests.browser import seed
-from tests.test_periodic_claim import BASE, HOUR, entry, queued, redis_now, ticker_at
+from tests.support.periodic import BASE, HOUR, entry, queued, redis_now, ticker_at
 
 ESCAPED_SCRIPT = b"&lt;script&gt;alert(1)&lt;/script&gt;"
 HOURLY = entry(name="hourly", args=[seed.XSS_SCRIPT])

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parent.parent
 READY = "Starting development server"
 

@@ -9,14 +9,13 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
 from django.test import override_settings
 
 from djwork import api, embedded
 from djwork.testing.redis_server import RedisServer
 from djwork.worker.health import port_open
 from tests import process_jobs
-from tests.helpers_worker import free_port, http_get, identities, pid_alive, wait_until, workers  # noqa: F401
+from tests.helpers_worker import free_port, http_get, identities, pid_alive, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 3  # the drain deadline (DJWORK TIMEOUT) every gunicorn here runs with
@@ -37,8 +36,7 @@ def _embedded_identity(raw_redis, server, timeout: float = 20) -> tuple[str, int
     return wait_until(find, timeout, "the embedded worker to register")
 
 
-@pytest.mark.slow
-def test_jobs_run_in_the_gunicorn_worker_and_drain_on_term(workers, raw_redis):  # noqa: F811
+def test_jobs_run_in_the_gunicorn_worker_and_drain_on_term(workers, raw_redis):
     port, health_port = free_port(), free_port()
     server = workers.gunicorn(port, overrides={"TIMEOUT": TIMEOUT, "HEALTH_PORT": health_port}, label="gunicorn")
     identity, worker_pid = _embedded_identity(raw_redis, server)
@@ -71,8 +69,7 @@ def test_jobs_run_in_the_gunicorn_worker_and_drain_on_term(workers, raw_redis): 
     assert "Exception during worker exit" not in log
 
 
-@pytest.mark.slow
-def test_gunicorn_serves_the_dashboards_static_files_through_whitenoise(workers, raw_redis, tmp_path):  # noqa: F811
+def test_gunicorn_serves_the_dashboards_static_files_through_whitenoise(workers, raw_redis, tmp_path):
     # gunicorn serves no static files itself; docs/deployment.md's recipe (collectstatic + WhiteNoise) must.
     static_root = tmp_path / "static"
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_worker", "DJWORK_TEST_STATIC_ROOT": str(static_root)}
@@ -89,8 +86,7 @@ def test_gunicorn_serves_the_dashboards_static_files_through_whitenoise(workers,
     assert body == (ROOT / "static" / "djwork_dashboard" / "dashboard.css").read_text()
 
 
-@pytest.mark.slow
-def test_dashboard_signals_stop_only_the_embedded_worker(workers, raw_redis):  # noqa: F811
+def test_dashboard_signals_stop_only_the_embedded_worker(workers, raw_redis):
     port = free_port()
     server = workers.gunicorn(port, overrides={"TIMEOUT": TIMEOUT}, label="gunicorn")
     identity, worker_pid = _embedded_identity(raw_redis, server)
@@ -116,8 +112,7 @@ def test_dashboard_signals_stop_only_the_embedded_worker(workers, raw_redis):  #
     assert "Exception during worker exit" not in server.log()
 
 
-@pytest.mark.slow
-def test_redis_down_at_boot_keeps_http_serving_and_the_worker_joins_later(workers, tmp_path):  # noqa: F811
+def test_redis_down_at_boot_keeps_http_serving_and_the_worker_joins_later(workers, tmp_path):
     late = RedisServer(directory=str(tmp_path / "late-redis"))  # a reserved port, nothing listening yet
     try:
         port = free_port()
@@ -140,8 +135,7 @@ def test_redis_down_at_boot_keeps_http_serving_and_the_worker_joins_later(worker
         late.stop()
 
 
-@pytest.mark.slow
-def test_term_while_redis_is_still_down_exits_promptly(workers, tmp_path):  # noqa: F811
+def test_term_while_redis_is_still_down_exits_promptly(workers, tmp_path):
     port = free_port()
     closed = f"redis://127.0.0.1:{free_port()}/0"
     server = workers.gunicorn(port, redis_url=closed, overrides={"TIMEOUT": TIMEOUT}, label="gunicorn")

@@ -6,18 +6,8 @@ import select
 import socket
 import threading
 
-import pytest
-
 from tests import worker_jobs
-from tests.helpers_worker import (  # noqa: F401
-    blocked_takers,
-    counts,
-    free_port,
-    http_get,
-    in_progress_items,
-    wait_until,
-    workers,
-)
+from tests.helpers_worker import blocked_takers, counts, free_port, http_get, in_progress_items, wait_until
 
 
 def takers_waiting(raw_redis) -> None:
@@ -26,8 +16,7 @@ def takers_waiting(raw_redis) -> None:
     wait_until(lambda: blocked_takers(raw_redis), 30, "the embedded worker's takers waiting for jobs")
 
 
-@pytest.mark.slow
-def test_jobs_taken_during_a_request_start_only_after_it_returns(workers, raw_redis, monkeypatch):  # noqa: F811
+def test_jobs_taken_during_a_request_start_only_after_it_returns(workers, raw_redis, monkeypatch):
     monkeypatch.setenv("DJWORK_TEST_URLCONF", "tests.urls_hold")
     port = free_port()
     server = workers.gunicorn(port, overrides={"EMBEDDED_YIELD": 120, "LOG_JOBS": False})
@@ -49,8 +38,7 @@ def test_jobs_taken_during_a_request_start_only_after_it_returns(workers, raw_re
     assert set(counts(raw_redis).values()) == {1}
 
 
-@pytest.mark.slow
-def test_max_jobs_per_second_spreads_the_starts_over_the_cap(workers, raw_redis):  # noqa: F811
+def test_max_jobs_per_second_spreads_the_starts_over_the_cap(workers, raw_redis):
     cap, jobs = 50, 101
     port = free_port()
     workers.gunicorn(port, overrides={"EMBEDDED_MAX_JOBS_PER_SECOND": cap, "LOG_JOBS": False})
@@ -66,8 +54,7 @@ def test_max_jobs_per_second_spreads_the_starts_over_the_cap(workers, raw_redis)
     assert last - enqueued >= (jobs - 1) / cap - 0.001
 
 
-@pytest.mark.slow
-def test_embedded_worker_class_holds_jobs_from_the_connection_not_from_pre_request(workers, raw_redis,  # noqa: F811
+def test_embedded_worker_class_holds_jobs_from_the_connection_not_from_pre_request(workers, raw_redis,
                                                                                   monkeypatch):
     monkeypatch.setenv("DJWORK_TEST_URLCONF", "tests.urls_hold")
     monkeypatch.setenv("DJWORK_TEST_WORKER_CLASS", "djwork.gunicorn.EmbeddedWorker")

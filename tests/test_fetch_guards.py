@@ -15,7 +15,7 @@ from djwork import keys, scripts
 from djwork.conf import Capsule
 from djwork.worker.fetch import ISOLATE_AFTER_RECOVERIES, Fetcher, IsolationGate, UnitOfWork
 from tests import worker_jobs
-from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until
 
 IDENTITY = "host:1:guards"
 
@@ -180,8 +180,7 @@ def test_a_wrong_type_paused_set_does_not_stop_the_fetch(raw_redis, fetchers):
     assert _jids(fetchers("default").fetch(10, [])) == ["one"]
 
 
-@pytest.mark.slow
-def test_an_idle_workers_taker_drops_a_copy_marked_finished_late(workers, raw_redis):  # noqa: F811
+def test_an_idle_workers_taker_drops_a_copy_marked_finished_late(workers, raw_redis):
     raw_redis.hset(keys.FINISHED_LATE, "late", 1)
     worker = workers.start("-c", "1", "-q", "default")
     wait_until(lambda: blocked_takers(raw_redis), 20, "the worker's taker blocked on the empty queue")
@@ -236,8 +235,7 @@ def _locked_job(jid: str, klass: str, args: list, lock: str, **extra) -> bytes:
                        "created_at": 1.0, "enqueued_at": 1.0, "djwork_locks": [lock], **extra}).encode()
 
 
-@pytest.mark.slow
-def test_a_worker_releases_job_locks_on_success_dead_and_at_start_and_keeps_them_on_retry(workers, raw_redis):  # noqa: F811
+def test_a_worker_releases_job_locks_on_success_dead_and_at_start_and_keeps_them_on_retry(workers, raw_redis):
     jobs = {
         "ok": _locked_job("jid-ok", "tests.worker_jobs.record", ["ok"], "unique:ok"),
         "dead": _locked_job("jid-dead", "tests.worker_jobs.always_fail", ["dead"], "unique:dead", retry=0),

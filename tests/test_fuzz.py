@@ -12,13 +12,9 @@ import json
 import random
 import signal
 
-import pytest
-
 from djwork import keys
 from tests import worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, wait_until
 
 GARBAGE = 1_000
 GOOD = 1_000
@@ -54,7 +50,7 @@ def _plant_wrong_types(raw_redis) -> None:
         getattr(raw_redis, command)(key, *arguments)
 
 
-def test_garbage_and_wrong_type_keys_then_good_jobs_which_all_run(workers, raw_redis):  # noqa: F811
+def test_garbage_and_wrong_type_keys_then_good_jobs_which_all_run(workers, raw_redis):
     generator = random.Random(19)
     garbage = _garbage(generator)
     raw_redis.sadd(keys.QUEUES, *QUEUES)

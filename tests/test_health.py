@@ -15,7 +15,7 @@ from djwork.conf import get_config
 from djwork.testing.redis_server import RedisServer
 from djwork.worker.health import HealthServer, port_open
 from djwork.worker.launcher import Launcher
-from tests.helpers_worker import free_port, http_get, identities, wait_until, workers  # noqa: F401
+from tests.helpers_worker import free_port, http_get, identities, wait_until
 
 TIMEOUT = 3  # the drain deadline (DJWORK TIMEOUT) the workers here run with
 HEARTBEAT_INTERVAL = 1  # tests/settings_worker.py
@@ -126,8 +126,7 @@ def _probe(port: int) -> tuple[int | None, int | None]:
     return http_get(port, "/live")[0], http_get(port, "/ready")[0]
 
 
-@pytest.mark.slow
-def test_worker_probes_before_during_and_after_a_redis_outage(workers, own_redis):  # noqa: F811
+def test_worker_probes_before_during_and_after_a_redis_outage(workers, own_redis):
     port = free_port()
     worker = workers.start("-c", "1", "--health-port", str(port), "--health-host", "127.0.0.1",
                            redis_url=own_redis.url, overrides={"TIMEOUT": TIMEOUT}, label="worker")
@@ -161,8 +160,7 @@ def test_worker_probes_before_during_and_after_a_redis_outage(workers, own_redis
     assert "health probes closed" in worker.log()
 
 
-@pytest.mark.slow
-def test_swarm_parent_serves_the_probes(workers, own_redis):  # noqa: F811
+def test_swarm_parent_serves_the_probes(workers, own_redis):
     port = free_port()
     swarm = workers.start("--processes", "2", "-c", "1", "--health-port", str(port), redis_url=own_redis.url,
                            overrides={"TIMEOUT": TIMEOUT}, label="swarm")

@@ -16,11 +16,11 @@ import zlib
 
 import pytest
 
-from tests.helpers_worker import decode, wait_until, workers  # noqa: F401
+from tests.helpers_worker import decode, wait_until
 from tests.interop import jobs
-from tests.interop.helpers import move_due, ruby, sidekiq_version  # noqa: F401
+from tests.interop.helpers import move_due, ruby
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("sidekiq_version")]
 
 RECORD = "tests.interop.jobs.record"
 ALIASES = {"InteropAliasJob": RECORD, "Billing::ChargeCard": RECORD}
@@ -34,7 +34,7 @@ def retry_entries(redis, key="retry") -> list[tuple[dict, float]]:
     return [(json.loads(member), score) for member, score in redis.zrange(key, 0, -1, withscores=True)]
 
 
-def test_sidekiq_client_jobs_run_in_djwork(workers, raw_redis, redis_url):  # noqa: F811
+def test_sidekiq_client_jobs_run_in_djwork(workers, raw_redis, redis_url):
     worker = workers.start("-c", "5", "-q", "interop", "-q", "default", overrides={"ALIASES": ALIASES})
     worker.identity(raw_redis)
     at = time.time() + 1.5
@@ -81,7 +81,7 @@ def test_sidekiq_client_jobs_run_in_djwork(workers, raw_redis, redis_url):  # no
     assert raw_redis.zcard("schedule") == 0 and raw_redis.zcard("retry") == 0 and raw_redis.zcard("dead") == 0
 
 
-def test_failing_job_retries_through_djwork_then_dies(workers, raw_redis, redis_url):  # noqa: F811
+def test_failing_job_retries_through_djwork_then_dies(workers, raw_redis, redis_url):
     worker = workers.start("-c", "2", "-q", "interop")
     worker.identity(raw_redis)
     (jid,) = ruby(redis_url, "client.rb", stdin=[

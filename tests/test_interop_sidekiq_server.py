@@ -28,9 +28,9 @@ from django.urls import reverse
 from djwork import api
 from tests.helpers_worker import Workers, decode, wait_until
 from tests.interop import jobs, ruby_jobs
-from tests.interop.helpers import RubyFleet, move_due, ruby, sidekiq_version, stop_workers  # noqa: F401
+from tests.interop.helpers import RubyFleet, move_due, ruby, stop_workers
 
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
+pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("sidekiq_version")]
 
 RUBY_COUNTS = "t:ruby:counts"
 RUBY_BEAT = 5  # Sidekiq 6.x heartbeat (launcher.rb BEAT_PAUSE)

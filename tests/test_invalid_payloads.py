@@ -15,7 +15,7 @@ import pytest
 from djwork import api, dead, keys
 from djwork.payload import PayloadError, dumps, loads
 from tests import worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, in_progress_items, wait_until
 
 DEPTH = 5_000
 IN_PROGRESS = "djwork:in-progress:host:1:abc:default"
@@ -45,7 +45,7 @@ def test_the_api_shows_a_too_deep_queue_entry_as_unreadable_and_deletes_it(raw_r
 
 
 @pytest.mark.slow
-def test_a_5000_deep_payload_reaches_dead_and_leaves_nothing_in_progress(workers, raw_redis):  # noqa: F811
+def test_a_5000_deep_payload_reaches_dead_and_leaves_nothing_in_progress(workers, raw_redis):
     raw_redis.lpush("queue:default", _deep_job())
     worker_jobs.record.delay("after-the-deep-one")
     worker = workers.start("-c", "1", "-q", "default")
@@ -65,7 +65,7 @@ HUGE = 20 * 1024 * 1024
 
 @pytest.mark.slow
 def test_a_20mb_unreadable_payload_becomes_a_small_dead_entry_that_keeps_its_start_and_size(
-        workers, raw_redis):  # noqa: F811
+        workers, raw_redis):
     raw = "not json " + "x" * (HUGE - 9)
     raw_redis.lpush("queue:default", raw)
     workers.start("-c", "1", "-q", "default")

@@ -11,14 +11,14 @@ import pytest
 import djwork
 from djwork import key_bounds
 from tests import batch_jobs, limiter_jobs, unique_jobs, worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until
 
 pytestmark = pytest.mark.slow
 
 TEST_KEYS = "t:"  # what the test jobs write to count themselves (tests/worker_jobs.py)
 
 
-def test_a_drain_leaves_no_undeclared_key_and_no_declared_ttl_missing(workers, raw_redis):  # noqa: F811
+def test_a_drain_leaves_no_undeclared_key_and_no_declared_ttl_missing(workers, raw_redis):
     worker_jobs.record.delay_many([(f"plain-{n}",) for n in range(20)])
     for n in range(5):
         unique_jobs.sync_account.delay(n)

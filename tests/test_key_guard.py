@@ -22,7 +22,7 @@ from djwork.redis_connections import CountingConnection
 from djwork.worker.fetch import Fetcher
 from djwork.worker.key_guard import RepairThrottle
 from tests import jobs, worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import counts, in_progress_items, wait_until, zset_jobs
 
 THIRTY_DAYS = 30 * 24 * 3600
 
@@ -210,8 +210,7 @@ def test_repairs_of_one_key_are_throttled_to_one_a_second():
 
 
 # --- real workers -------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_a_failing_job_is_filed_in_a_fresh_retry_set_when_retry_held_a_string(workers, raw_redis):  # noqa: F811
+def test_a_failing_job_is_filed_in_a_fresh_retry_set_when_retry_held_a_string(workers, raw_redis):
     # A wrong key at boot proves the boot sweep ran: `retry` is set after it, so the filing meets it.
     raw_redis.rpush("process_cleanup", "not a string")
     worker = workers.start("-c", "2")
@@ -229,8 +228,7 @@ def test_a_failing_job_is_filed_in_a_fresh_retry_set_when_retry_held_a_string(wo
     assert raw_redis.get(copy) == b"x"
 
 
-@pytest.mark.slow
-def test_a_string_on_queue_default_at_boot_is_quarantined_and_every_queue_runs(workers, raw_redis):  # noqa: F811
+def test_a_string_on_queue_default_at_boot_is_quarantined_and_every_queue_runs(workers, raw_redis):
     raw_redis.set("queue:default", "x")
     worker_jobs.record.set(queue="low").delay_many([(f"low-{number}",) for number in range(300)])
     worker = workers.start("-c", "4")
@@ -242,8 +240,7 @@ def test_a_string_on_queue_default_at_boot_is_quarantined_and_every_queue_runs(w
     assert raw_redis.get(copy) == b"x"
 
 
-@pytest.mark.slow
-def test_a_taker_meeting_a_wrong_queue_key_has_it_quarantined_and_keeps_taking(workers, raw_redis):  # noqa: F811
+def test_a_taker_meeting_a_wrong_queue_key_has_it_quarantined_and_keeps_taking(workers, raw_redis):
     worker = workers.start("-c", "2", "-q", "default")
     identity = worker.identity(raw_redis)
     wait_until(lambda: raw_redis.zscore("djwork:beats", identity), 20, "the worker's beat")

@@ -21,7 +21,7 @@ from djwork import redis as redis_layer
 from djwork.key_types import expected_type
 from djwork.worker.limits import run_within
 from tests import limiter_jobs, unique_jobs, worker_jobs
-from tests.helpers_worker import counts, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, wait_until
 from tests.test_periodic_workers import EVERY_MINUTE, enqueued, fast_clock, overrides
 
 REPORTED = "djwork:key-guard:reported"
@@ -157,7 +157,7 @@ def test_djworks_client_names_a_wrongtype_on_any_command_or_pipeline_and_reports
 # --- real workers -------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_a_unique_lock_rewritten_as_a_hash_is_moved_aside_by_a_worker_and_delay_works_again(
-        workers, raw_redis):  # noqa: F811
+        workers, raw_redis):
     worker = workers.start("-c", "2")
     unique_jobs.sync_account.delay(7)
     wait_until(lambda: counts(raw_redis).get("sync-7") == 1, 20, "the first run")
@@ -177,7 +177,7 @@ def test_a_unique_lock_rewritten_as_a_hash_is_moved_aside_by_a_worker_and_delay_
 
 
 @pytest.mark.slow
-def test_a_wrong_metrics_totals_key_is_named_and_repaired_and_counting_resumes(workers, raw_redis):  # noqa: F811
+def test_a_wrong_metrics_totals_key_is_named_and_repaired_and_counting_resumes(workers, raw_redis):
     raw_redis.set("djwork:metrics:totals", "x")
     worker = workers.start("-c", "2")
     worker_jobs.record.delay("m1")
@@ -190,7 +190,7 @@ def test_a_wrong_metrics_totals_key_is_named_and_repaired_and_counting_resumes(w
 
 
 @pytest.mark.slow
-def test_a_periodic_state_as_a_list_is_named_moved_aside_and_the_entry_fires_again(workers, raw_redis):  # noqa: F811
+def test_a_periodic_state_as_a_list_is_named_moved_aside_and_the_entry_fires_again(workers, raw_redis):
     state = keys.periodic_state("every-minute")
     raw_redis.rpush(state, "not a state hash")
     worker = workers.start("-c", "1", overrides=overrides(fast_clock(raw_redis), EVERY_MINUTE))
@@ -202,7 +202,7 @@ def test_a_periodic_state_as_a_list_is_named_moved_aside_and_the_entry_fires_aga
 
 
 @pytest.mark.slow
-def test_a_limiter_key_as_a_string_is_moved_aside_and_its_jobs_run(workers, raw_redis):  # noqa: F811
+def test_a_limiter_key_as_a_string_is_moved_aside_and_its_jobs_run(workers, raw_redis):
     raw_redis.set("djwork:limiter:test-three", "x")
     worker = workers.start("-c", "2")
     limiter_jobs.concurrent_job.delay_many([(f"l{number}", 0) for number in range(3)])

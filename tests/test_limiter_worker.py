@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import signal
 
-import pytest
-
 from djwork import keys
 from djwork.api import History, Limiter
 from tests import limiter_jobs
-from tests.helpers_worker import counts, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, wait_until
 
 FAST_POLL = {"POLL_INTERVAL_AVERAGE": 0.1}
 
@@ -45,7 +41,7 @@ def _no_retry_count_anywhere(raw_redis) -> None:
         assert b"retry_count" not in member
 
 
-def test_concurrent_three_across_two_processes_of_ten_threads(workers, raw_redis):  # noqa: F811
+def test_concurrent_three_across_two_processes_of_ten_threads(workers, raw_redis):
     names = [f"c-{number}" for number in range(60)]
     for name in names:
         limiter_jobs.concurrent_job.delay(name, 0.1)
@@ -64,7 +60,7 @@ def test_concurrent_three_across_two_processes_of_ten_threads(workers, raw_redis
     assert detail.summary.stats.held == 60 and detail.summary.used == 0
 
 
-def test_window_of_ten_a_second_never_stampedes_nor_idles(workers, raw_redis):  # noqa: F811
+def test_window_of_ten_a_second_never_stampedes_nor_idles(workers, raw_redis):
     names = [f"w-{number}" for number in range(100)]
     for name in names:
         limiter_jobs.windowed_job.delay(name)
@@ -81,7 +77,7 @@ def test_window_of_ten_a_second_never_stampedes_nor_idles(workers, raw_redis):  
     _no_retry_count_anywhere(raw_redis)
 
 
-def test_celery_rate_limit_is_global_across_processes(workers, raw_redis):  # noqa: F811
+def test_celery_rate_limit_is_global_across_processes(workers, raw_redis):
     names = [f"r-{number}" for number in range(60)]
     for name in names:
         limiter_jobs.celery_rated_job.delay(name)
@@ -93,7 +89,7 @@ def test_celery_rate_limit_is_global_across_processes(workers, raw_redis):  # no
     assert _most_in_any_span(admitted, 1.0) <= 20
 
 
-def test_a_killed_holder_frees_its_slot_with_orphan_recovery_not_lock_timeout(workers, raw_redis):  # noqa: F811
+def test_a_killed_holder_frees_its_slot_with_orphan_recovery_not_lock_timeout(workers, raw_redis):
     overrides = {"ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5, "REAPER_INTERVAL": 0.5}
     victim = workers.start("-c", "2", overrides=overrides, label="victim")
     limiter_jobs.concurrent_long_once.delay("held", 600)
@@ -113,7 +109,7 @@ def test_a_killed_holder_frees_its_slot_with_orphan_recovery_not_lock_timeout(wo
 
 
 def test_a_stalled_holder_taken_for_dead_counts_its_overlap_as_overages_warns_and_shows_them(
-        workers, raw_redis, admin_client):  # noqa: F811
+        workers, raw_redis, admin_client):
     overrides = {"ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5, "REAPER_INTERVAL": 0.5}
     stalled = workers.start("-c", "3", "-q", "default", overrides=overrides, label="stalled")
     limiter_jobs.stalled_once.delay_many([(f"old-{index}", 5) for index in range(3)])
@@ -132,7 +128,7 @@ def test_a_stalled_holder_taken_for_dead_counts_its_overlap_as_overages_warns_an
     assert "3 overages" in page
 
 
-def test_a_refused_job_is_rescheduled_without_its_retry_count_until_the_cap(workers, raw_redis):  # noqa: F811
+def test_a_refused_job_is_rescheduled_without_its_retry_count_until_the_cap(workers, raw_redis):
     ref = limiter_jobs.refused_inside.delay("never")
     worker = workers.start("-c", "2", overrides={**FAST_POLL, "LIMITER_MAX_RESCHEDULES": 3})
     wait_until(lambda: any(run.status == "failed" for run in History().recent(count=20).runs), 30,

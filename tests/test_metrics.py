@@ -20,7 +20,7 @@ from djwork.metrics_layout import BUCKET_BOUNDS, HISTOGRAM_READ, bucket_index
 from djwork.worker import queue_samples
 from djwork.worker.metrics import ExecutionMetrics, queue_writes
 from tests import worker_jobs
-from tests.helpers_worker import counts, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, wait_until
 
 NOW = dt.datetime(2026, 2, 4, 8, 3, 30, tzinfo=dt.UTC)
 
@@ -174,8 +174,7 @@ def test_queue_samples_show_a_backlog_building_and_draining(raw_redis):
     assert sum(point.size for point in rolled) > 0
 
 
-@pytest.mark.slow
-def test_three_classes_read_the_same_through_sidekiqs_query_and_the_api(workers, raw_redis):  # noqa: F811
+def test_three_classes_read_the_same_through_sidekiqs_query_and_the_api(workers, raw_redis):
     fast, slow, failing = 1_958, 12, 30  # 2,000 jobs of three classes: one slow, one failing
     worker_jobs.record.delay_many([("fast",)] * fast)
     for _ in range(slow):
@@ -298,7 +297,7 @@ def test_periodic_series_carry_the_entries_counters(raw_redis):
     from djwork.api import Periodic
     from djwork.conf import build_config
     from djwork.prometheus import periodic_families
-    from tests.test_periodic_claim import BASE, HOUR, entry, ticker_at
+    from tests.support.periodic import BASE, HOUR, entry, ticker_at
 
     hourly = entry(name="hourly", args=["h"])
     ticker_at(raw_redis, BASE + 0.25 * HOUR, hourly).run_once()

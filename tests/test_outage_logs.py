@@ -17,7 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from djwork import payload
 from djwork.redis_outage import OutageTracker
 from djwork.testing.redis_server import RedisServer
-from tests.helpers_worker import in_progress_items, wait_until, workers  # noqa: F401
+from tests.helpers_worker import in_progress_items, wait_until
 
 RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \d+ (\w+) ", re.MULTILINE)
 
@@ -44,7 +44,7 @@ def _push_naps(client: redis_py.Redis, count: int, seconds: float) -> list[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("redis_stops", ["before the TERM", "during the drain"])
-def test_a_shutdown_that_cannot_reach_redis_says_once_what_it_could_not_do(workers, own_redis, redis_stops):  # noqa: F811
+def test_a_shutdown_that_cannot_reach_redis_says_once_what_it_could_not_do(workers, own_redis, redis_stops):
     # During the drain: Redis is killed once the drain said it waits, well inside its 15 s.
     drain = 2 if redis_stops == "before the TERM" else 15
     worker = workers.start("-c", "3", "-q", "default", redis_url=own_redis.url,
@@ -77,7 +77,7 @@ def test_a_shutdown_that_cannot_reach_redis_says_once_what_it_could_not_do(worke
 
 
 @pytest.mark.slow
-def test_booting_with_redis_down_writes_a_few_lines_not_one_per_retry(workers, tmp_path, monkeypatch):  # noqa: F811
+def test_booting_with_redis_down_writes_a_few_lines_not_one_per_retry(workers, tmp_path, monkeypatch):
     late = RedisServer(directory=str(tmp_path / "late-redis"))  # a reserved port, nothing listening yet
     # DEBUG lines are the test's clock: each boot retry writes one, so "ten retries happened" is observable.
     monkeypatch.setenv("DJWORK_TEST_LOG_LEVEL", "DEBUG")

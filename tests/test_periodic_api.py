@@ -15,8 +15,8 @@ from djwork.cron import locks
 from djwork.testing.redis_server import free_port
 from djwork.worker.history import append
 from tests.browser import seed
-from tests.test_checks import base_djwork
-from tests.test_periodic_claim import BASE, HOUR, entry, queued, ticker_at
+from tests.support.periodic import BASE, HOUR, entry, queued, ticker_at
+from tests.support.settings_values import base_djwork
 
 NIGHTLY = {"cron": "30 2 * * *", "job": "tests.periodic_jobs.tick", "name": "nightly", "tz": "Europe/Berlin",
            "args": ["n"], "catch_up": "none", "overlap": False}

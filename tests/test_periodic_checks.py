@@ -17,8 +17,8 @@ import djwork
 from djwork.checks import check_settings
 from djwork.conf import build_config
 from djwork.cron import entries
-from tests.test_checks import base_djwork
-from tests.test_periodic_claim import StandingLeader
+from tests.support.periodic import StandingLeader
+from tests.support.settings_values import base_djwork
 
 GOOD = {"cron": "*/5 * * * *", "job": "tests.jobs.add", "args": [1]}
 FIRST = {**GOOD, "name": "first"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
 
 import pytest
 
@@ -19,42 +18,8 @@ from djwork.cron import claim as claims
 from djwork.cron.entries import parse_entry
 from djwork.cron.plan import ON_TIME_GRACE, Claim, plan
 from djwork.cron.schedule import to_ms
-from djwork.worker.periodic import PeriodicTicker
 from tests import periodic_jobs
-
-HOUR = 3600
-BASE = dt.datetime(2026, 6, 1, 0, 0, tzinfo=dt.UTC).timestamp()  # an exact hour, simulated
-OUT = "queue:periodic-out"
-
-
-class StandingLeader:
-    """The lease held for good: these tests are about the claim, not the election."""
-
-    enabled = True
-    term = 1
-
-    def is_leader(self) -> bool:
-        return True
-
-
-def redis_now(raw_redis) -> float:
-    seconds, micros = raw_redis.time()
-    return seconds + micros / 1_000_000
-
-
-def ticker_at(raw_redis, simulated: float, *entries: dict[str, Any], speed: float = 1.0) -> PeriodicTicker:
-    """A ticker whose clock reads ``simulated`` (epoch seconds) now, running ``entries``."""
-    config = build_config({"PERIODIC": list(entries),
-                           "TEST_CLOCK": {"origin": redis_now(raw_redis), "start": simulated, "speed": speed}})
-    return PeriodicTicker(config, StandingLeader(), "test-process")
-
-
-def entry(**options: Any) -> dict[str, Any]:
-    return {"cron": "0 * * * *", "job": "tests.periodic_jobs.tick", **options}
-
-
-def queued(raw_redis) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in reversed(raw_redis.lrange(OUT, 0, -1))]
+from tests.support.periodic import BASE, HOUR, OUT, entry, queued, redis_now, ticker_at
 
 
 def state(raw_redis, entry_id: str) -> dict[str, str]:

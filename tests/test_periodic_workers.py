@@ -14,14 +14,10 @@ import json
 import signal
 from typing import Any
 
-import pytest
-
 from djwork.cron.claim import slot_jid
 from djwork.cron.clock import Clock
 from tests import periodic_jobs
-from tests.helpers_worker import identities, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import identities, wait_until
 
 SPEED = 20
 MINUTE_MS = 60_000
@@ -68,7 +64,7 @@ def assert_one_job_per_slot(raw_redis, entry_id: str, first: int, last: int, clo
     return jobs
 
 
-def test_leader_killed_just_before_a_slot_boundary_costs_no_slot_and_doubles_none(workers, raw_redis):  # noqa: F811
+def test_leader_killed_just_before_a_slot_boundary_costs_no_slot_and_doubles_none(workers, raw_redis):
     clock = fast_clock(raw_redis)
     started = [workers.start("-c", "1", overrides=overrides(clock, EVERY_MINUTE), label=f"p{n}") for n in (1, 2, 3)]
     first = wait_until(lambda: watermark(raw_redis, "every-minute"), 30, "a first slot fired")
@@ -91,7 +87,7 @@ def test_leader_killed_just_before_a_slot_boundary_costs_no_slot_and_doubles_non
     assert leader_worker(raw_redis, started) not in (None, victim)
 
 
-def test_two_processes_with_host_clocks_skewed_20s_either_way_fire_each_slot_once(workers, raw_redis):  # noqa: F811
+def test_two_processes_with_host_clocks_skewed_20s_either_way_fire_each_slot_once(workers, raw_redis):
     clock = fast_clock(raw_redis)
     ahead = workers.start("-c", "1", overrides=overrides({**clock, "skew": 20}, EVERY_MINUTE), label="ahead")
     behind = workers.start("-c", "1", overrides=overrides({**clock, "skew": -20}, EVERY_MINUTE), label="behind")
@@ -109,7 +105,7 @@ def test_two_processes_with_host_clocks_skewed_20s_either_way_fire_each_slot_onc
     assert_one_job_per_slot(raw_redis, "every-minute", first, watermark(raw_redis, "every-minute"), Clock(**clock))
 
 
-def test_downtime_of_ten_slots_then_restart_fires_as_catch_up_says(workers, raw_redis):  # noqa: F811
+def test_downtime_of_ten_slots_then_restart_fires_as_catch_up_says(workers, raw_redis):
     # Real speed, hourly slots, and a restart whose clock starts 10.5 hours later: a downtime of ten slots
     # chosen by the test, the restart landing mid-way between two slots whatever the boot takes.
     base = 1_780_272_000.0  # 2026-06-01T00:00:00Z, simulated
@@ -143,7 +139,7 @@ def test_downtime_of_ten_slots_then_restart_fires_as_catch_up_says(workers, raw_
 # The worker releases the lock with the recovered run's ack (djwork_locks, djwork/job_locks.py); without
 # that the entry stays wedged until lock_ttl and the last wait below times out.
 def test_no_overlap_entry_never_runs_twice_at_once_and_fires_again_after_its_worker_is_killed(
-        workers, raw_redis):  # noqa: F811
+        workers, raw_redis):
     entry = {"cron": "* * * * *", "job": "tests.periodic_jobs.long_tick", "name": "guarded", "args": [7],
              "overlap": False}
     clock = fast_clock(raw_redis)

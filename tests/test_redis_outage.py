@@ -18,9 +18,7 @@ from redis.exceptions import ResponseError
 from djwork.redis_outage import OutageTracker
 from tests import worker_jobs
 from tests.faultproxy import FaultProxy
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, wait_until
 
 OUTAGE = 30.0
 RECORD_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ \d+ .*$", re.MULTILINE)
@@ -28,7 +26,7 @@ BACK = re.compile(r"djwork: Redis is back after (\d+\.\d)s \(redis://127\.0\.0\.
 
 
 def test_a_30s_outage_writes_a_few_lines_says_when_redis_is_back_and_every_job_runs_once(
-        workers, raw_redis, redis_url):  # noqa: F811
+        workers, raw_redis, redis_url):
     with FaultProxy.in_front_of(redis_url) as proxy:
         # A 5 s beat: pauses grow 1, 2, 4 s up to one beat (the tests' usual 1 s beat would cap them at 1 s).
         worker = workers.start("-c", "2", "-q", "default", overrides={

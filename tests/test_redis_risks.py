@@ -15,7 +15,6 @@ from django.urls import reverse
 from djwork import redis as redis_layer
 from djwork import redis_risks
 from djwork.testing.redis_server import RedisServer
-from tests.helpers_worker import workers  # noqa: F401
 
 BOOTED = "starting: identity="
 
@@ -40,7 +39,7 @@ def risk_lines(log: str) -> list[str]:
             and ("maxmemory" in line or "persistence" in line)]
 
 
-def test_an_evicting_redis_is_one_warning_at_boot(workers, start_server):  # noqa: F811
+def test_an_evicting_redis_is_one_warning_at_boot(workers, start_server):
     server, _ = start_server("--maxmemory", "10mb", "--maxmemory-policy", "allkeys-lru")
     worker = workers.start("-q", "default", "-c", "1", redis_url=server.url)
     log = worker.wait_log(BOOTED, 30)
@@ -52,7 +51,7 @@ def test_an_evicting_redis_is_one_warning_at_boot(workers, start_server):  # noq
     assert [line for line in risk_lines(log) if " INFO " in line and "no persistence" in line], log
 
 
-def test_a_safe_persistent_redis_says_nothing(workers, start_server):  # noqa: F811
+def test_a_safe_persistent_redis_says_nothing(workers, start_server):
     server, _ = start_server("--appendonly", "yes", "--maxmemory", "100mb")
     worker = workers.start("-q", "default", "-c", "1", redis_url=server.url)
     log = worker.wait_log(BOOTED, 30)

@@ -14,9 +14,7 @@ from djwork import keys, scripts
 from djwork.results import JobError, ResultNotStored
 from tests import result_jobs
 from tests.faultproxy import FaultProxy
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +24,7 @@ def results_on(settings):
     settings.DJWORK = {**settings.DJWORK, "RESULTS": True}
 
 
-def test_get_returns_the_value_of_add_under_a_real_worker(workers, raw_redis):  # noqa: F811
+def test_get_returns_the_value_of_add_under_a_real_worker(workers, raw_redis):
     ref = result_jobs.add.delay(2, 2)
     assert ref.state == "PENDING" and not ref.ready()
     workers.start("-c", "2")
@@ -40,7 +38,7 @@ def test_get_returns_the_value_of_add_under_a_real_worker(workers, raw_redis):  
     assert not raw_redis.exists(keys.result(ref.id)) and ref.state == "PENDING"
 
 
-def test_get_is_woken_by_the_stored_result_not_by_its_polling_interval(workers, raw_redis, settings):  # noqa: F811
+def test_get_is_woken_by_the_stored_result_not_by_its_polling_interval(workers, raw_redis, settings):
     # Its blocking wait is capped by FETCH_TIMEOUT (the reply timeout it runs under): raised past the timeout here.
     settings.DJWORK = {**settings.DJWORK, "FETCH_TIMEOUT": 60}
     raw_redis.set("t:hold:n", 1)
@@ -60,7 +58,7 @@ def test_get_is_woken_by_the_stored_result_not_by_its_polling_interval(workers, 
     assert not raw_redis.hexists(keys.RESULT_WAITERS, ref.id)  # the writer took the registration
 
 
-def test_the_ack_pushes_the_notify_list_a_registered_waiter_named(workers, raw_redis):  # noqa: F811
+def test_the_ack_pushes_the_notify_list_a_registered_waiter_named(workers, raw_redis):
     # The writer's half of get()'s wake-up, seen without a waiter consuming it.
     ref = result_jobs.add.delay(7, 8)
     raw_redis.hset(keys.RESULT_WAITERS, ref.id, keys.result_notify(ref.id))
@@ -71,7 +69,7 @@ def test_the_ack_pushes_the_notify_list_a_registered_waiter_named(workers, raw_r
     assert not raw_redis.hexists(keys.RESULT_WAITERS, ref.id)
 
 
-def test_a_failure_re_raises_the_original_exception_type_or_returns_it(workers, raw_redis):  # noqa: F811
+def test_a_failure_re_raises_the_original_exception_type_or_returns_it(workers, raw_redis):
     ref = result_jobs.boom.delay("bad input")
     rebuilt = result_jobs.needs_two.delay(7)
     lost = result_jobs.unimportable.delay()
@@ -92,7 +90,7 @@ def test_a_failure_re_raises_the_original_exception_type_or_returns_it(workers, 
     assert "Traceback" in caught_lost.value.traceback
 
 
-def test_a_retried_job_shows_retry_then_success(workers, raw_redis):  # noqa: F811
+def test_a_retried_job_shows_retry_then_success(workers, raw_redis):
     ref = result_jobs.flaky.delay("f1")
     workers.start("-c", "2")
     wait_until(lambda: ref.state == "RETRY", 20, "the RETRY state")
@@ -102,7 +100,7 @@ def test_a_retried_job_shows_retry_then_success(workers, raw_redis):  # noqa: F8
     assert ref.state == "SUCCESS" and ref.traceback is None
 
 
-def test_ignore_result_writes_nothing(workers, raw_redis, settings):  # noqa: F811
+def test_ignore_result_writes_nothing(workers, raw_redis, settings):
     silent = result_jobs.quiet.delay("q1")  # the decorator's ignore_result=True
     per_call = result_jobs.add.apply_async((1, 1), ignore_result=True)
     preset = result_jobs.add.set(ignore_result=True).delay(3, 3)
@@ -123,7 +121,7 @@ def test_ignore_result_writes_nothing(workers, raw_redis, settings):  # noqa: F8
     assert [key.decode() for key in raw_redis.scan_iter("djwork:result:*")] == [keys.result(back_on.id)]
 
 
-def test_a_return_value_json_cannot_carry_or_too_large_is_a_clear_failure_record(workers, raw_redis):  # noqa: F811
+def test_a_return_value_json_cannot_carry_or_too_large_is_a_clear_failure_record(workers, raw_redis):
     odd = result_jobs.returns.delay("object")
     big = result_jobs.returns.delay("big")
     workers.start("-c", "2")
@@ -136,7 +134,7 @@ def test_a_return_value_json_cannot_carry_or_too_large_is_a_clear_failure_record
     assert raw_redis.zcard(keys.RETRY) == 0 and raw_redis.zcard(keys.DEAD) == 0
 
 
-def test_get_on_a_refused_duplicate_follows_the_holder(workers, raw_redis):  # noqa: F811
+def test_get_on_a_refused_duplicate_follows_the_holder(workers, raw_redis):
     first = result_jobs.add.apply_async((4, 4), unique_for=600)
     second = result_jobs.add.apply_async((4, 4), unique_for=600)
     assert second.duplicate_of == first.id and not second.enqueued
@@ -145,7 +143,7 @@ def test_get_on_a_refused_duplicate_follows_the_holder(workers, raw_redis):  # n
 
 
 def test_a_cut_reply_of_the_fetch_carrying_the_result_stores_it_once_and_runs_the_job_once(
-        workers, raw_redis, redis_url):  # noqa: F811
+        workers, raw_redis, redis_url):
     raw_redis.set("t:hold:r", 1)
     ref = result_jobs.held_value.delay("r", 42)
     with FaultProxy.in_front_of(redis_url) as proxy:
@@ -166,7 +164,7 @@ def test_a_cut_reply_of_the_fetch_carrying_the_result_stores_it_once_and_runs_th
     assert counts(raw_redis)["r"] == 1 and raw_redis.hget("t:starts", "r") == b"1"
 
 
-def test_default_jobs_drained_leave_no_per_job_key(workers, raw_redis, settings):  # noqa: F811
+def test_default_jobs_drained_leave_no_per_job_key(workers, raw_redis, settings):
     # The default, not an override: what a user who set nothing gets (RESULTS off).
     settings.DJWORK = {key: value for key, value in settings.DJWORK.items() if key != "RESULTS"}
     workers.start("-c", "4")

@@ -12,9 +12,7 @@ import pytest
 import djwork
 from djwork import keys
 from tests import result_jobs
-from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -28,7 +26,7 @@ def unique_keys(raw_redis) -> list[str]:
     return [key.decode() for key in raw_redis.scan_iter("unique:*", count=1000)]
 
 
-def test_a_revoked_queued_job_never_runs(workers, raw_redis):  # noqa: F811
+def test_a_revoked_queued_job_never_runs(workers, raw_redis):
     ref = result_jobs.add.delay(2, 2)
     scheduled = result_jobs.add.apply_async((3, 3), countdown=1)
     assert ref.revoke() and scheduled.revoke()
@@ -41,7 +39,7 @@ def test_a_revoked_queued_job_never_runs(workers, raw_redis):  # noqa: F811
     assert ref.state == scheduled.state == expired.state == "REVOKED"
 
 
-def test_a_job_fetched_despite_its_revoke_is_dropped_unrun_and_its_lock_released(workers, raw_redis):  # noqa: F811
+def test_a_job_fetched_despite_its_revoke_is_dropped_unrun_and_its_lock_released(workers, raw_redis):
     # The revoke searched another queue only: the flag alone must stop the job when it is fetched.
     ref = result_jobs.add.apply_async((2, 2), unique_for=600)
     assert djwork.revoke(ref.id, queue="elsewhere") is False
@@ -55,7 +53,7 @@ def test_a_job_fetched_despite_its_revoke_is_dropped_unrun_and_its_lock_released
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "every ack")
 
 
-def test_a_job_an_idle_workers_taker_takes_despite_its_revoke_is_dropped_unrun(workers, raw_redis):  # noqa: F811
+def test_a_job_an_idle_workers_taker_takes_despite_its_revoke_is_dropped_unrun(workers, raw_redis):
     worker = workers.start("-c", "2")
     wait_until(lambda: blocked_takers(raw_redis), 20, "a taker blocked on the queue")
     assert djwork.revoke("revoked-before-push", queue="elsewhere") is False
@@ -66,7 +64,7 @@ def test_a_job_an_idle_workers_taker_takes_despite_its_revoke_is_dropped_unrun(w
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "the drop to leave nothing in progress")
 
 
-def test_a_running_job_sees_is_revoked_and_its_state_stays_revoked(workers, raw_redis):  # noqa: F811
+def test_a_running_job_sees_is_revoked_and_its_state_stays_revoked(workers, raw_redis):
     ref = result_jobs.waits_for_revoke.delay("w1")
     workers.start("-c", "2")
     wait_until(lambda: raw_redis.hget("t:starts", "w1") == b"1", 20, "the job to start")

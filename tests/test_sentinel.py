@@ -33,7 +33,7 @@ from djwork.redis import ConnectPhaseError, DedicatedConnection, RedisLayer
 from djwork.settings_kinds import SentinelUrl, sentinel_url
 from djwork.testing.sentinel import SentinelTopology, sentinel_command
 from tests import worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until, workers  # noqa: F401
+from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until
 
 IN_CI = os.environ.get("CI") == "true"
 
@@ -303,8 +303,7 @@ AFTER_SWITCH = 500
 RACE_MARGIN = 0.05  # seconds either side of the promotion within which a loss is asynchronous replication's
 
 
-@pytest.mark.slow
-def test_failover_mid_drain_loses_no_acknowledged_job(workers, raw_redis):  # noqa: F811
+def test_failover_mid_drain_loses_no_acknowledged_job(workers, raw_redis):
     # min-replicas-to-write on the first master only (Sentinel copies no configuration): once its replica
     # is promoted it refuses writes, instead of acknowledging what the new master will never see.
     options = {"master_options": ["--min-replicas-to-write", "1", "--min-replicas-max-lag", "10"]}

@@ -12,7 +12,7 @@ from djwork.conf import Config, build_config
 from djwork.settings_doc import KEYS_BEGIN, KEYS_END, with_keys_rendered
 from djwork.settings_kinds import check_kind
 from djwork.settings_table import SETTINGS
-from tests.test_checks import BAD_VALUES, base_djwork
+from tests.support.settings_values import BAD_VALUES, base_djwork
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 SPECS = {spec.name: spec for spec in SETTINGS}

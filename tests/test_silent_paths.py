@@ -8,11 +8,10 @@ import pytest
 
 from djwork import api, dead
 from djwork.payload import dumps, new_jid
-from tests.helpers_worker import wait_until, workers  # noqa: F401
+from tests.helpers_worker import wait_until
 
 
-@pytest.mark.slow
-def test_an_unknown_class_is_logged_when_it_goes_to_dead(workers, raw_redis):  # noqa: F811
+def test_an_unknown_class_is_logged_when_it_goes_to_dead(workers, raw_redis):
     jid = new_jid()
     raw_redis.lpush("queue:default", dumps({"class": "nowhere.Missing", "args": [], "queue": "default",
                                            "jid": jid, "retry": True, "created_at": time.time(),

@@ -8,17 +8,8 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from tests import process_jobs
-from tests.helpers_worker import (  # noqa: F401
-    identities,
-    in_progress_items,
-    marked_pids,
-    pid_alive,
-    wait_until,
-    workers,
-)
+from tests.helpers_worker import identities, in_progress_items, marked_pids, pid_alive, wait_until
 
 TIMEOUT = 3  # the drain deadline (DJWORK TIMEOUT) every swarm here runs with
 PARENT_DUMP = "WARNING djwork.worker MainThread djwork swarm parent thread dump:"  # the log line, not a source line
@@ -38,8 +29,7 @@ def _children_by_identity(raw_redis, swarm, count: int) -> dict[str, int]:
     return wait_until(ready, 20, f"{count} swarm children to register")
 
 
-@pytest.mark.slow
-def test_respawn_recovers_in_flight_jobs_then_drains_on_term(workers, raw_redis):  # noqa: F811
+def test_respawn_recovers_in_flight_jobs_then_drains_on_term(workers, raw_redis):
     swarm = workers.start("--processes", "2", "-c", "2", overrides={"TIMEOUT": TIMEOUT}, label="swarm")
     first = _children_by_identity(raw_redis, swarm, 2)
     assert len(set(first.values())) == 2
@@ -101,8 +91,7 @@ def test_respawn_recovers_in_flight_jobs_then_drains_on_term(workers, raw_redis)
     assert not set(second) & {member.decode() for member in raw_redis.smembers("processes")}
 
 
-@pytest.mark.slow
-def test_children_exit_when_the_parent_is_killed(workers, raw_redis):  # noqa: F811
+def test_children_exit_when_the_parent_is_killed(workers, raw_redis):
     swarm = workers.start("--processes", "2", "-c", "1", overrides={"TIMEOUT": TIMEOUT}, label="swarm")
     children = sorted(_children_by_identity(raw_redis, swarm, 2).values())
     # The harness must find children that set their process title (which overwrites what
@@ -124,8 +113,7 @@ def test_children_exit_when_the_parent_is_killed(workers, raw_redis):  # noqa: F
     assert not raw_redis.smembers("processes") - {b""}
 
 
-@pytest.mark.slow
-def test_memory_limit_restarts_a_child_gracefully(workers, raw_redis):  # noqa: F811
+def test_memory_limit_restarts_a_child_gracefully(workers, raw_redis):
     # 1 MB: every child is over the limit at the first check (every 5 s).
     swarm = workers.start("--processes", "1", "--max-memory", "1", "-c", "1", overrides={"TIMEOUT": TIMEOUT},
                           label="swarm")
@@ -145,8 +133,7 @@ def test_memory_limit_restarts_a_child_gracefully(workers, raw_redis):  # noqa: 
     assert swarm.wait_exit(TIMEOUT + 20) == 0
 
 
-@pytest.mark.slow
-def test_tstp_is_forwarded_and_a_quiet_swarm_does_not_respawn(workers, raw_redis):  # noqa: F811
+def test_tstp_is_forwarded_and_a_quiet_swarm_does_not_respawn(workers, raw_redis):
     swarm = workers.start("--processes", "2", "-c", "1", overrides={"TIMEOUT": TIMEOUT}, label="swarm")
     children = _children_by_identity(raw_redis, swarm, 2)
     swarm.send(signal.SIGTSTP)

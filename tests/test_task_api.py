@@ -19,12 +19,8 @@ from djwork.options import OptionError
 from djwork.worker.retry import decide
 from tests import celery_demo_jobs as demo
 from tests import task_api_jobs
+from tests.support.queues import only_job
 from tests.task_api_jobs import events
-
-
-def only_job(redis, queue: str = "default") -> dict:
-    (raw,) = redis.lrange(f"queue:{queue}", 0, -1)
-    return json.loads(raw)
 
 
 # --- Celery's Django example, imported with only its import changed ---------------------------------

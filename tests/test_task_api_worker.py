@@ -21,10 +21,8 @@ from django.utils import timezone
 import djwork
 from tests import celery_demo_jobs as demo
 from tests import task_api_jobs
-from tests.helpers_worker import ROOT, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import ROOT, wait_until, zset_jobs
 from tests.task_api_jobs import events
-
-pytestmark = pytest.mark.slow
 
 # The receivers are imported by the worker through its server middleware (see tests/task_api_receivers.py).
 RECEIVERS = {"SERVER_MIDDLEWARE": ["tests.task_api_receivers.passthrough"]}
@@ -51,7 +49,7 @@ def _dead(redis, jid: str):
     return wait_until(find, 30, f"{jid} in dead")
 
 
-def test_demo_error_task_retries_twice_600s_apart_then_dies(workers, raw_redis):  # noqa: F811
+def test_demo_error_task_retries_twice_600s_apart_then_dies(workers, raw_redis):
     ref = demo.error_task.delay()
     workers.start("-c", "2")
     for count in (0, 1):
@@ -66,7 +64,7 @@ def test_demo_error_task_retries_twice_600s_apart_then_dies(workers, raw_redis):
     assert raw_redis.zcard("retry") == 0
 
 
-def test_demo_error_backoff_test_waits_5_10_20_then_dies(workers, raw_redis):  # noqa: F811
+def test_demo_error_backoff_test_waits_5_10_20_then_dies(workers, raw_redis):
     ref = demo.error_backoff_test.delay()
     workers.start("-c", "2")
     waits = []
@@ -79,7 +77,7 @@ def test_demo_error_backoff_test_waits_5_10_20_then_dies(workers, raw_redis):  #
     assert _dead(raw_redis, ref.id)["retry_count"] == 3
 
 
-def test_demo_orm_task_and_send_task_run_in_a_worker(workers, raw_redis, tmp_path, monkeypatch):  # noqa: F811
+def test_demo_orm_task_and_send_task_run_in_a_worker(workers, raw_redis, tmp_path, monkeypatch):
     # The workers' database: a file of their own, migrated here (pytest's test database is in memory).
     database = tmp_path / "workers.sqlite3"
     monkeypatch.setenv("DJWORK_EXAMPLE_DB", str(database))
@@ -100,7 +98,7 @@ def test_demo_orm_task_and_send_task_run_in_a_worker(workers, raw_redis, tmp_pat
     wait_until(lambda: events(raw_redis, kind="plain_body", label="by-name"), 30, "the job sent by name")
 
 
-def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):  # noqa: F811
+def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):
     ok = task_api_jobs.hooked.delay("ok", label="y")
     failed = task_api_jobs.hooked.delay("value")
     worker = workers.start("-c", "1", overrides=RECEIVERS)
@@ -144,7 +142,7 @@ def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):  # 
     assert events(raw_redis, kind="worker_shutdown")[0]["identity"] == identity
 
 
-def test_retry_hooks_in_a_worker_then_failure(workers, raw_redis):  # noqa: F811
+def test_retry_hooks_in_a_worker_then_failure(workers, raw_redis):
     ref = task_api_jobs.hooked.delay("lookup", label="k")  # KeyError: in the class's autoretry_for
     workers.start("-c", "1", overrides=RECEIVERS)
     job, score, raw = _retry_entry(raw_redis, ref.id, 0)
@@ -164,7 +162,7 @@ def test_retry_hooks_in_a_worker_then_failure(workers, raw_redis):  # noqa: F811
     assert [row["status"] for row in events(raw_redis, kind="after_return", task_id=ref.id)] == ["FAILURE"]
 
 
-def test_a_raising_hook_changes_nothing_and_expired_jobs_send_task_revoked(workers, raw_redis):  # noqa: F811
+def test_a_raising_hook_changes_nothing_and_expired_jobs_send_task_revoked(workers, raw_redis):
     task_api_jobs.raising_hook.delay("fine")
     # Expired already when written: the worker drops it unrun.
     expired = task_api_jobs.plain.apply_async(["late"], expires=timezone.now() - dt.timedelta(seconds=1))

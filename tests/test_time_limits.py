@@ -18,7 +18,7 @@ import djwork
 from djwork.options import OptionError
 from djwork.worker.time_limits import job_limits
 from tests import time_limit_jobs as jobs
-from tests.helpers_worker import blocked_takers, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import blocked_takers, in_progress_items, wait_until, zset_jobs
 
 TIME_LIMIT_ERROR = "djwork.exceptions.TimeLimitExceeded"
 
@@ -33,8 +33,7 @@ def _two_children(swarm) -> set[int] | None:
 
 
 # --- against a worker ------------------------------------------------------------------------------
-@pytest.mark.slow
-def test_a_soft_limit_raises_inside_a_busy_loop_and_the_jobs_cleanup_runs(workers, raw_redis):  # noqa: F811
+def test_a_soft_limit_raises_inside_a_busy_loop_and_the_jobs_cleanup_runs(workers, raw_redis):
     worker = workers.start("-c", "1")
     jobs.spin.delay("decorated")
     jobs.spin_plain.set(soft_time_limit=0.3).delay("set")  # the option through .set(), not the decorator
@@ -49,9 +48,8 @@ def test_a_soft_limit_raises_inside_a_busy_loop_and_the_jobs_cleanup_runs(worker
     assert worker.alive()
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("taken_by", ["processor", "taker"])
-def test_a_hard_limit_files_the_job_to_retry_and_the_worker_keeps_its_capacity(workers, raw_redis,  # noqa: F811
+def test_a_hard_limit_files_the_job_to_retry_and_the_worker_keeps_its_capacity(workers, raw_redis,
                                                                                taken_by):
     # A job queued before the worker starts comes with its first fetch and runs on a processor thread; one
     # pushed while the worker idles is taken by a blocked queue taker and runs on the taker's thread.
@@ -89,8 +87,7 @@ def test_a_hard_limit_files_the_job_to_retry_and_the_worker_keeps_its_capacity(w
     assert "after the shutdown deadline" not in worker.log()
 
 
-@pytest.mark.slow
-def test_a_swarm_child_with_a_job_past_its_hard_limit_is_replaced(workers, raw_redis):  # noqa: F811
+def test_a_swarm_child_with_a_job_past_its_hard_limit_is_replaced(workers, raw_redis):
     swarm = workers.start("--processes", "2", "-c", "1", overrides={"TIME_LIMIT": 1, "TIMEOUT": 3},
                           label="swarm")
     first = wait_until(lambda: _two_children(swarm), 30, "two children")

@@ -11,14 +11,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-import pytest
-
 from djwork import api, keys, scripts
 from tests import unique_jobs
 from tests.faultproxy import FaultProxy
-from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until
 
 
 def unique_keys(raw_redis) -> dict[str, str]:
@@ -34,7 +30,7 @@ def accepted_again(job, *args) -> None:
     assert ref.enqueued, f"a new copy was refused as a duplicate of {ref.duplicate_of}"
 
 
-def test_success_releases_the_lock_and_the_next_copy_is_accepted(workers, raw_redis):  # noqa: F811
+def test_success_releases_the_lock_and_the_next_copy_is_accepted(workers, raw_redis):
     refs = [unique_jobs.sync_account.delay(42) for _ in range(3)]
     assert [ref.enqueued for ref in refs] == [True, False, False]
     workers.start("-c", "2")
@@ -45,7 +41,7 @@ def test_success_releases_the_lock_and_the_next_copy_is_accepted(workers, raw_re
     no_lock_left(raw_redis, "the second success")
 
 
-def test_dead_releases_the_lock(workers, raw_redis):  # noqa: F811
+def test_dead_releases_the_lock(workers, raw_redis):
     ref = unique_jobs.fails.delay("d")
     workers.start("-c", "2")
     wait_until(lambda: raw_redis.zcard(keys.DEAD) == 1, 20, "the job in dead")
@@ -55,7 +51,7 @@ def test_dead_releases_the_lock(workers, raw_redis):  # noqa: F811
     accepted_again(unique_jobs.fails, "d")
 
 
-def test_an_expired_job_never_runs_its_history_says_expired_and_its_lock_is_released(workers, raw_redis):  # noqa: F811
+def test_an_expired_job_never_runs_its_history_says_expired_and_its_lock_is_released(workers, raw_redis):
     past = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=1)
     ref = unique_jobs.sync_account.apply_async((7,), expires=past)
     assert ref.enqueued
@@ -69,7 +65,7 @@ def test_an_expired_job_never_runs_its_history_says_expired_and_its_lock_is_rele
     wait_until(lambda: counts(raw_redis).get("sync-7") == 1, 20, "the copy that has not expired")
 
 
-def test_unique_until_start_accepts_a_duplicate_while_the_first_runs(workers, raw_redis):  # noqa: F811
+def test_unique_until_start_accepts_a_duplicate_while_the_first_runs(workers, raw_redis):
     raw_redis.set(unique_jobs.hold_key("s"), 1)
     first = unique_jobs.held_until_start.delay("s")
     assert unique_jobs.held_until_start.delay("s").duplicate_of == first.jid  # queued: still locked
@@ -83,7 +79,7 @@ def test_unique_until_start_accepts_a_duplicate_while_the_first_runs(workers, ra
     no_lock_left(raw_redis, "both runs")
 
 
-def test_unique_until_success_refuses_a_duplicate_while_the_first_runs(workers, raw_redis):  # noqa: F811
+def test_unique_until_success_refuses_a_duplicate_while_the_first_runs(workers, raw_redis):
     raw_redis.set(unique_jobs.hold_key("r"), 1)
     first = unique_jobs.held.delay("r")
     workers.start("-c", "2")
@@ -95,7 +91,7 @@ def test_unique_until_success_refuses_a_duplicate_while_the_first_runs(workers, 
     assert counts(raw_redis) == {"r": 1}
 
 
-def test_kill_9_then_recovery_keeps_the_lock_with_the_job_until_its_successful_run(workers, raw_redis):  # noqa: F811
+def test_kill_9_then_recovery_keeps_the_lock_with_the_job_until_its_successful_run(workers, raw_redis):
     raw_redis.set(unique_jobs.hold_key("k9"), 1)
     ref = unique_jobs.held.delay("k9")
     first = workers.start("-c", "2")
@@ -114,7 +110,7 @@ def test_kill_9_then_recovery_keeps_the_lock_with_the_job_until_its_successful_r
 
 
 def test_a_cut_reply_of_the_fetch_carrying_the_release_loses_no_release_and_makes_none_twice(
-        workers, raw_redis, redis_url):  # noqa: F811
+        workers, raw_redis, redis_url):
     raw_redis.set(unique_jobs.hold_key("a"), 1)
     first = unique_jobs.held.delay("a")
     with FaultProxy.in_front_of(redis_url) as proxy:
@@ -142,7 +138,7 @@ def test_a_cut_reply_of_the_fetch_carrying_the_release_loses_no_release_and_make
     assert first.jid != second.jid
 
 
-def test_20000_unique_jobs_drained_leave_no_lock(workers, raw_redis):  # noqa: F811
+def test_20000_unique_jobs_drained_leave_no_lock(workers, raw_redis):
     total = 20_000
     for start in range(0, total, 2_000):
         refs = unique_jobs.noop.delay_many([(index,) for index in range(start, start + 2_000)])

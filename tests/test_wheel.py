@@ -21,8 +21,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.slow
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("djwork", "djwork_dashboard")
 # Not part of a source tree, and build/ or *.egg-info left over would leak stale files into the wheel.

@@ -8,21 +8,17 @@ from __future__ import annotations
 import datetime as dt
 import signal
 
-import pytest
-
 import djwork
 from djwork.api import Metrics
 from tests import async_jobs, batch_jobs, worker_jobs
-from tests.helpers_worker import counts, history_runs, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
+from tests.helpers_worker import counts, history_runs, in_progress_items, wait_until, zset_jobs
 from tests.worker_jobs import STARTS
-
-pytestmark = pytest.mark.slow
 
 THREADS = 2
 LOOP_STARTED = "event loop started for coroutine jobs"
 
 
-def test_coroutine_jobs_run_many_at_once_on_few_threads(workers, raw_redis):  # noqa: F811
+def test_coroutine_jobs_run_many_at_once_on_few_threads(workers, raw_redis):
     # 60 at once are needed before any of them finishes: on 2 threads alone, never.
     async_jobs.gather.delay_many([(index, 60) for index in range(200)])
     workers.start("-c", str(THREADS), overrides={"LOG_JOBS": False})
@@ -34,7 +30,7 @@ def test_coroutine_jobs_run_many_at_once_on_few_threads(workers, raw_redis):  # 
     assert raw_redis.llen("queue:default") == 0
 
 
-def test_a_failing_coroutine_job_goes_to_retry_with_its_error(workers, raw_redis):  # noqa: F811
+def test_a_failing_coroutine_job_goes_to_retry_with_its_error(workers, raw_redis):
     ref = async_jobs.fails.delay("f1")
     workers.start("-c", str(THREADS))
     wait_until(lambda: raw_redis.zcard("retry") == 1, 30, "the failed coroutine job in retry")
@@ -49,7 +45,7 @@ def test_a_failing_coroutine_job_goes_to_retry_with_its_error(workers, raw_redis
     assert [(run.jid, run.status, run.error_class) for run in runs] == [(ref.jid, "retry", "ValueError")]
 
 
-def test_term_cancels_coroutine_jobs_at_the_deadline_and_a_later_worker_runs_them_once(workers, raw_redis):  # noqa: F811
+def test_term_cancels_coroutine_jobs_at_the_deadline_and_a_later_worker_runs_them_once(workers, raw_redis):
     async_jobs.hangs_first_time.delay_many([(index,) for index in range(5)])
     first = workers.start("-c", str(THREADS), overrides={"TIMEOUT": 1}, label="first")
     wait_until(lambda: len(raw_redis.hgetall("t:starts")) == 5, 30, "all five coroutine jobs started")
@@ -67,7 +63,7 @@ def test_term_cancels_coroutine_jobs_at_the_deadline_and_a_later_worker_runs_the
     assert {int(value) for value in raw_redis.hvals("t:starts")} == {2}
 
 
-def test_kill_minus_nine_mid_coroutine_job_runs_it_again_once_after_recovery(workers, raw_redis):  # noqa: F811
+def test_kill_minus_nine_mid_coroutine_job_runs_it_again_once_after_recovery(workers, raw_redis):
     overrides = {"ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5}
     async_jobs.hangs_first_time.delay("k1")
     victim = workers.start("-c", str(THREADS), overrides=overrides, label="victim")
@@ -84,7 +80,7 @@ def test_kill_minus_nine_mid_coroutine_job_runs_it_again_once_after_recovery(wor
     assert counts(raw_redis) == {"k1": 1}
 
 
-def test_the_event_loop_thread_starts_with_the_first_coroutine_job_only(workers, raw_redis):  # noqa: F811
+def test_the_event_loop_thread_starts_with_the_first_coroutine_job_only(workers, raw_redis):
     worker_jobs.record.delay_many([(f"s{index}",) for index in range(5)])
     only_sync = workers.start("-c", str(THREADS), label="only-sync")
     wait_until(lambda: len(counts(raw_redis)) == 5, 30, "the thread jobs done")
@@ -104,7 +100,7 @@ def test_the_event_loop_thread_starts_with_the_first_coroutine_job_only(workers,
     assert " djwork-coroutines " in line
 
 
-def test_a_batch_of_coroutine_jobs_fires_its_success_callback_once_after_them(workers, raw_redis):  # noqa: F811
+def test_a_batch_of_coroutine_jobs_fires_its_success_callback_once_after_them(workers, raw_redis):
     batch = djwork.Batch(description="async members", on_success=batch_jobs.on_event,
                          on_complete=batch_jobs.on_event)
     with batch.jobs():
@@ -124,7 +120,7 @@ def test_a_batch_of_coroutine_jobs_fires_its_success_callback_once_after_them(wo
     assert status.success and status.pending == 0 and status.failures == 0
 
 
-def test_a_unique_coroutine_job_holds_its_lock_while_on_the_loop_and_releases_it_at_ack(workers, raw_redis):  # noqa: F811
+def test_a_unique_coroutine_job_holds_its_lock_while_on_the_loop_and_releases_it_at_ack(workers, raw_redis):
     assert async_jobs.unique_held.delay("u").enqueued
     workers.start("-c", str(THREADS))
     wait_until(lambda: raw_redis.hget(STARTS, "u") == b"1", 30, "the coroutine job started")
@@ -139,7 +135,7 @@ def test_a_unique_coroutine_job_holds_its_lock_while_on_the_loop_and_releases_it
     wait_until(lambda: not list(raw_redis.scan_iter("unique:*")), 20, "the second lock released")
 
 
-def test_coroutine_jobs_execution_metrics_cover_the_awaited_body(workers, raw_redis):  # noqa: F811
+def test_coroutine_jobs_execution_metrics_cover_the_awaited_body(workers, raw_redis):
     async_jobs.timed.delay_many([(f"t{index}",) for index in range(10)])
     async_jobs.fails.delay("m1")
     worker = workers.start("-c", str(THREADS))

@@ -12,21 +12,17 @@ from __future__ import annotations
 
 import signal
 
-import pytest
-
 from djwork import scripts
 from tests import worker_jobs
 from tests.faultproxy import FaultProxy
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, wait_until
 
 JOBS = 3000
 LONG_JOB = 60  # seconds: longer than any bound in these tests
 
 
 def test_a_refill_whose_reply_is_lost_mid_backlog_is_adopted_and_every_job_runs_once(
-        workers, raw_redis, redis_url):  # noqa: F811
+        workers, raw_redis, redis_url):
     worker_jobs.record.delay_many([(f"job-{index}",) for index in range(JOBS)])
     with FaultProxy.in_front_of(redis_url) as proxy:
         fetch = scripts.sha("fetch")
@@ -57,7 +53,7 @@ def test_a_refill_whose_reply_is_lost_mid_backlog_is_adopted_and_every_job_runs_
         assert worker.wait_exit(10) == 0
 
 
-def test_a_backlog_is_fetched_in_batches_and_the_worker_goes_idle_after_it(workers, raw_redis):  # noqa: F811
+def test_a_backlog_is_fetched_in_batches_and_the_worker_goes_idle_after_it(workers, raw_redis):
     worker_jobs.record.delay_many([(f"job-{index}",) for index in range(JOBS)])
     raw_redis.config_resetstat()
     worker = workers.start("-c", "10", "-q", "default")
@@ -74,7 +70,7 @@ def test_a_backlog_is_fetched_in_batches_and_the_worker_goes_idle_after_it(worke
     assert worker.wait_exit(10) == 0
 
 
-def test_through_a_backlog_long_jobs_never_hold_the_short_ones_behind_them_hostage(workers, raw_redis):  # noqa: F811
+def test_through_a_backlog_long_jobs_never_hold_the_short_ones_behind_them_hostage(workers, raw_redis):
     # Mid-backlog, the two long jobs land in a batch a processor fetched for
     # itself and take both running threads, while the dispatcher sleeps: the
     # short ones behind them must still be escalated to the other two slots

@@ -7,13 +7,9 @@ import json
 import math
 import signal
 
-import pytest
-
 from djwork import api
 from tests import coverage_jobs, worker_jobs
-from tests.helpers_worker import counts, decode, history_runs, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, decode, history_runs, in_progress_items, wait_until, zset_jobs
 
 
 def _history(redis) -> dict[str, str]:
@@ -27,7 +23,7 @@ def _held_started(redis, group: str, count: int = 1) -> list[dict]:
 
 
 # --- FETCH = "basic" ------------------------------------------------------------------------------
-def test_basic_fetch_runs_jobs_with_no_in_progress_list_and_stops_cleanly(workers, raw_redis):  # noqa: F811
+def test_basic_fetch_runs_jobs_with_no_in_progress_list_and_stops_cleanly(workers, raw_redis):
     worker_jobs.record.delay_many([(f"basic-{index}",) for index in range(20)])
     coverage_jobs.held.delay("basic", 0)
     worker = workers.start("-c", "4", overrides={"FETCH": "basic", "TIMEOUT": 20})
@@ -52,7 +48,7 @@ def test_basic_fetch_runs_jobs_with_no_in_progress_list_and_stops_cleanly(worker
     assert not list(raw_redis.scan_iter("djwork:inprogress:*"))
 
 
-def test_basic_fetch_pushes_back_a_job_still_running_at_the_deadline(workers, raw_redis):  # noqa: F811
+def test_basic_fetch_pushes_back_a_job_still_running_at_the_deadline(workers, raw_redis):
     coverage_jobs.held.delay("deadline", 0)
     worker = workers.start("-c", "1", overrides={"FETCH": "basic", "TIMEOUT": 1})
     wait_until(lambda: _held_started(raw_redis, "deadline"), 30, "the held job to start")
@@ -75,7 +71,7 @@ WEIGHTS = {"a": 3, "b": 1}
 RATIO_TOLERANCE = 0.05
 
 
-def test_weighted_queues_are_taken_three_to_one(workers, raw_redis):  # noqa: F811
+def test_weighted_queues_are_taken_three_to_one(workers, raw_redis):
     # More than the measured jobs use up in strict order or with equal weights too, so that a
     # wrong order fails on the ratio; every counted job was taken while both queues had jobs.
     preload = {"a": WEIGHTED_JOBS * 5 // 4, "b": WEIGHTED_JOBS * 5 // 8}
@@ -99,7 +95,7 @@ def test_weighted_queues_are_taken_three_to_one(workers, raw_redis):  # noqa: F8
 
 
 # --- capsules ---------------------------------------------------------------------------------------
-def test_each_capsule_runs_its_queues_on_its_own_threads(workers, raw_redis):  # noqa: F811
+def test_each_capsule_runs_its_queues_on_its_own_threads(workers, raw_redis):
     coverage_jobs.held.set(queue="serial").delay_many([("serial", index) for index in range(5)])
     coverage_jobs.rendezvous.delay_many([("default", 3)] * 3)
     worker = workers.start("-c", "3", "-q", "default", overrides={
@@ -133,7 +129,7 @@ def test_each_capsule_runs_its_queues_on_its_own_threads(workers, raw_redis):  #
 
 
 # --- server middleware ----------------------------------------------------------------------------
-def test_server_middleware_wraps_every_job_and_sees_its_errors(workers, raw_redis):  # noqa: F811
+def test_server_middleware_wraps_every_job_and_sees_its_errors(workers, raw_redis):
     refs = {
         "plain": coverage_jobs.guarded.delay("plain"),
         "failing": coverage_jobs.guarded.delay("failing", fail=True),
@@ -174,7 +170,7 @@ def test_server_middleware_wraps_every_job_and_sees_its_errors(workers, raw_redi
 
 
 # --- expired jobs -----------------------------------------------------------------------------------
-def test_an_expired_job_is_dropped_acked_and_recorded(workers, raw_redis):  # noqa: F811
+def test_an_expired_job_is_dropped_acked_and_recorded(workers, raw_redis):
     expired = worker_jobs.record.apply_async(["expired"], expires=-60)
     fresh = worker_jobs.record.apply_async(["fresh"], expires=3600)
     queued = [json.loads(raw) for raw in raw_redis.lrange("queue:default", 0, -1)]

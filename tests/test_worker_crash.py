@@ -9,15 +9,13 @@ import pytest
 
 import djwork
 from tests import worker_jobs
-from tests.helpers_worker import counts, in_progress_items, wait_until, workers, zset_jobs  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, wait_until, zset_jobs
 
 JOBS = 1_000
 CONCURRENCY = 10
 
 
-def test_kill_minus_nine_mid_run_loses_no_job(workers, raw_redis):  # noqa: F811
+def test_kill_minus_nine_mid_run_loses_no_job(workers, raw_redis):
     worker_jobs.slow.delay_many([(index, 0.05) for index in range(JOBS)])
     first = workers.start("-c", str(CONCURRENCY), overrides={"LOG_JOBS": False}, label="victim")
     identity = first.identity(raw_redis)
@@ -57,7 +55,7 @@ def test_kill_minus_nine_mid_run_loses_no_job(workers, raw_redis):  # noqa: F811
     assert raw_redis.zscore("djwork:beats", second.identity(raw_redis)) is not None
 
 
-def test_poison_pill_ends_in_dead_after_max_orphanings(workers, raw_redis):  # noqa: F811
+def test_poison_pill_ends_in_dead_after_max_orphanings(workers, raw_redis):
     max_orphanings = 2
     overrides = {"MAX_ORPHANINGS": max_orphanings, "ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5}
     ref = worker_jobs.kill_self.apply_async(["pill"], ignore_result=False)  # its result record is checked below

@@ -6,27 +6,15 @@ import json
 import signal
 import time
 
-import pytest
-
 from djwork.payload import dumps, new_jid
 from djwork.testing.redis_server import free_port
 from tests import worker_jobs
-from tests.helpers_worker import (  # noqa: F401
-    blocked_takers,
-    counts,
-    in_progress_items,
-    wait_beats,
-    wait_until,
-    workers,
-    zset_jobs,
-)
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_beats, wait_until, zset_jobs
 
 NEVER = 60  # seconds: a FETCH_TIMEOUT no test here waits out
 
 
-def test_term_while_redis_is_unreachable_at_boot_exits(workers, raw_redis):  # noqa: F811
+def test_term_while_redis_is_unreachable_at_boot_exits(workers, raw_redis):
     # Nothing listens on this loopback port: the worker keeps retrying its first beat.
     worker = workers.start("-c", "1", overrides={"REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
     worker.wait_log("Redis unreachable at boot", 20)
@@ -36,7 +24,7 @@ def test_term_while_redis_is_unreachable_at_boot_exits(workers, raw_redis):  # n
     assert "received TERM" in worker.log()
 
 
-def test_idle_worker_acknowledges_a_finished_job_without_waiting_for_the_next_fetch(workers, raw_redis):  # noqa: F811
+def test_idle_worker_acknowledges_a_finished_job_without_waiting_for_the_next_fetch(workers, raw_redis):
     # Acks ride on fetches; with the queues empty the next fetch is a minute away (FETCH_TIMEOUT), so an
     # ack seen within the bound below was sent on its own.
     worker = workers.start("-c", "2", overrides={"FETCH_TIMEOUT": NEVER})
@@ -47,7 +35,7 @@ def test_idle_worker_acknowledges_a_finished_job_without_waiting_for_the_next_fe
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), NEVER / 2, "the ack")
 
 
-def test_sys_exit_in_a_job_is_a_failure_not_a_stuck_job(workers, raw_redis):  # noqa: F811
+def test_sys_exit_in_a_job_is_a_failure_not_a_stuck_job(workers, raw_redis):
     ref = worker_jobs.exits.delay("x")
     worker = workers.start("-c", "1")
     ((entry, _score, _raw),) = wait_until(lambda: zset_jobs(raw_redis, "retry"), 10, "the retry entry")
@@ -59,7 +47,7 @@ def test_sys_exit_in_a_job_is_a_failure_not_a_stuck_job(workers, raw_redis):  # 
     assert worker.alive()
 
 
-def test_script_cache_flush_does_not_stop_the_worker(workers, raw_redis):  # noqa: F811
+def test_script_cache_flush_does_not_stop_the_worker(workers, raw_redis):
     worker = workers.start("-c", "2")
     identity = worker.identity(raw_redis)
     raw_redis.script_flush()
@@ -73,7 +61,7 @@ def test_script_cache_flush_does_not_stop_the_worker(workers, raw_redis):  # noq
     assert worker.wait_exit(10) == 0
 
 
-def test_queues_without_weights_are_fetched_in_strict_order(workers, raw_redis):  # noqa: F811
+def test_queues_without_weights_are_fetched_in_strict_order(workers, raw_redis):
     for queue in ("low", "default", "critical"):
         worker_jobs.stamp.set(queue=queue).delay_many([(f"{queue}-{index}",) for index in range(3)])
     workers.start("-c", "1")  # settings: QUEUES critical, default, low
@@ -82,7 +70,7 @@ def test_queues_without_weights_are_fetched_in_strict_order(workers, raw_redis):
     assert order == [f"{queue}-{index}" for queue in ("critical", "default", "low") for index in range(3)]
 
 
-def test_quiet_worker_finishes_and_acknowledges_its_running_job(workers, raw_redis):  # noqa: F811
+def test_quiet_worker_finishes_and_acknowledges_its_running_job(workers, raw_redis):
     worker_jobs.slow.delay("q", 1.5)
     worker = workers.start("-c", "2")
     identity = worker.identity(raw_redis)
@@ -101,7 +89,7 @@ def test_quiet_worker_finishes_and_acknowledges_its_running_job(workers, raw_red
     assert counts(raw_redis) == {"q": 1}
 
 
-def test_unpromotable_schedule_entries_neither_block_nor_spin_the_poller(workers, raw_redis):  # noqa: F811
+def test_unpromotable_schedule_entries_neither_block_nor_spin_the_poller(workers, raw_redis):
     now = time.time()
     # Not UTF-8: the member must be removed by its exact bytes, or it stays due forever.
     raw_redis.zadd("schedule", {b"\xff\xfe not utf-8 {": now - 30})
@@ -131,7 +119,7 @@ def test_unpromotable_schedule_entries_neither_block_nor_spin_the_poller(workers
     assert worker.alive()
 
 
-def test_a_full_batch_of_stuck_entries_does_not_block_the_ones_behind(workers, raw_redis):  # noqa: F811
+def test_a_full_batch_of_stuck_entries_does_not_block_the_ones_behind(workers, raw_redis):
     now = time.time()
     raw_redis.set("queue:broken", "not a list")
     raw_redis.zadd("schedule", {

@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 from tests import worker_jobs
-from tests.helpers_worker import wait_until, workers  # noqa: F401
+from tests.helpers_worker import wait_until
 
 
-def test_failures_log_a_warning_and_the_final_one_its_traceback(workers, raw_redis):  # noqa: F811
+def test_failures_log_a_warning_and_the_final_one_its_traceback(workers, raw_redis):
     worker = workers.start("-q", "default", "-c", "2")
     worker.identity(raw_redis)
     retried = worker_jobs.always_fail.delay("again").jid

@@ -11,17 +11,13 @@ import re
 import signal
 import time
 
-import pytest
-
 from tests import worker_jobs
-from tests.helpers_worker import counts, decode, wait_beats, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, decode, wait_beats, wait_until
 
 FIVE_YEARS = 5 * 365 * 24 * 3600
 
 
-def test_heartbeat_fields_match_sidekiq(workers, raw_redis):  # noqa: F811
+def test_heartbeat_fields_match_sidekiq(workers, raw_redis):
     # Pushed first, so the raw string is read before any worker can take it.
     worker_jobs.slow.set(queue="low").delay("hb", 2.5)
     (raw,) = raw_redis.lrange("queue:low", 0, -1)
@@ -84,7 +80,7 @@ def test_heartbeat_fields_match_sidekiq(workers, raw_redis):  # noqa: F811
     assert raw_redis.scard("processes") == 0
 
 
-def test_paused_queue_is_not_fetched_until_unpaused(workers, raw_redis):  # noqa: F811
+def test_paused_queue_is_not_fetched_until_unpaused(workers, raw_redis):
     raw_redis.sadd("paused", "default")
     worker_jobs.record.delay("paused-job")
     worker = workers.start("-c", "2", "-q", "default", "-q", "low")

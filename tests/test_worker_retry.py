@@ -10,13 +10,9 @@ import json
 import signal
 import time
 
-import pytest
-
 from djwork.payload import dumps, new_jid
 from tests import worker_jobs
-from tests.helpers_worker import counts, history_runs, wait_until, workers, zset_jobs  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, history_runs, wait_until, zset_jobs
 
 # How late a due job may run: the poller checks about twice a second here, and a loaded machine delays
 # it further. A failure bound, not a speed claim: it only has to tell seconds from the 15 s+ of a
@@ -29,7 +25,7 @@ def _make_due(redis, raw: str) -> None:
     assert redis.zadd("retry", {raw: time.time()}, xx=True, ch=True) == 1
 
 
-def test_failures_follow_sidekiq_backoff_and_end_in_dead(workers, raw_redis):  # noqa: F811
+def test_failures_follow_sidekiq_backoff_and_end_in_dead(workers, raw_redis):
     ref = worker_jobs.always_fail.delay("f")
     workers.start("-c", "2")
 
@@ -68,7 +64,7 @@ def test_failures_follow_sidekiq_backoff_and_end_in_dead(workers, raw_redis):  #
     assert statuses == ["retry", "retry", "dead"]
 
 
-def test_bound_retry_countdown_and_max_retries(workers, raw_redis):  # noqa: F811
+def test_bound_retry_countdown_and_max_retries(workers, raw_redis):
     ref = worker_jobs.bound_retry.delay("b")
     workers.start("-c", "2")
 
@@ -87,7 +83,7 @@ def test_bound_retry_countdown_and_max_retries(workers, raw_redis):  # noqa: F81
     assert dead["retry_count"] == 2
 
 
-def test_autoretry_for_retries_only_the_listed_exception(workers, raw_redis):  # noqa: F811
+def test_autoretry_for_retries_only_the_listed_exception(workers, raw_redis):
     listed = worker_jobs.auto_retry.delay("v", "value")
     other = worker_jobs.auto_retry.delay("t", "type")
     workers.start("-c", "2")
@@ -110,7 +106,7 @@ def test_autoretry_for_retries_only_the_listed_exception(workers, raw_redis):  #
     assert 1.0 <= gaps[0] <= 1.0 + POLL_LAG and 2.0 <= gaps[1] <= 2.0 + POLL_LAG, gaps
 
 
-def test_scheduled_job_runs_on_time(workers, raw_redis):  # noqa: F811
+def test_scheduled_job_runs_on_time(workers, raw_redis):
     workers.start("-c", "2")
     before = time.time()
     worker_jobs.stamp.perform_in(2, "s")
@@ -122,7 +118,7 @@ def test_scheduled_job_runs_on_time(workers, raw_redis):  # noqa: F811
     assert raw_redis.zcard("schedule") == 0
 
 
-def test_bad_payloads_go_to_dead_and_the_worker_keeps_going(workers, raw_redis):  # noqa: F811
+def test_bad_payloads_go_to_dead_and_the_worker_keeps_going(workers, raw_redis):
     unknown = dumps({"class": "tests.worker_jobs.no_such_job", "args": [1], "queue": "default",
                      "jid": new_jid(), "retry": True, "created_at": time.time(), "enqueued_at": time.time()})
     raw_redis.lpush("queue:default", "not json{")
@@ -147,7 +143,7 @@ def test_bad_payloads_go_to_dead_and_the_worker_keeps_going(workers, raw_redis):
     assert worker.alive()
 
 
-def test_unknown_class_goes_the_retry_way_when_shared(workers, raw_redis):  # noqa: F811
+def test_unknown_class_goes_the_retry_way_when_shared(workers, raw_redis):
     # UNKNOWN_CLASS="retry": a worker sharing its queue with Ruby hands a class it can't load to the
     # retry set under the same error name as the dead path, for a worker that knows the class.
     payload = {"class": "RubyOnlyJob", "args": ["r"], "queue": "default", "jid": new_jid(), "retry": 5,

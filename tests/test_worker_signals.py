@@ -4,19 +4,8 @@ from __future__ import annotations
 
 import signal
 
-import pytest
-
 from tests import worker_jobs
-from tests.helpers_worker import (  # noqa: F401
-    counts,
-    in_progress_items,
-    send_remote_signal,
-    wait_beats,
-    wait_until,
-    workers,
-)
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, in_progress_items, send_remote_signal, wait_beats, wait_until
 
 DUMP = "WARNING djwork.worker MainThread djwork thread dump:"  # the log line, not the source line in a stack
 
@@ -51,7 +40,7 @@ def _assert_quiet_then_stop(worker, raw_redis, quiet, stop) -> None:
     assert 0 < raw_redis.ttl(identity) <= 60
 
 
-def test_quiet_and_stop_through_the_signal_list(workers, raw_redis):  # noqa: F811
+def test_quiet_and_stop_through_the_signal_list(workers, raw_redis):
     worker = workers.start("-c", "2")
     identity = worker.identity(raw_redis)
     _assert_quiet_then_stop(worker, raw_redis,
@@ -63,7 +52,7 @@ def test_quiet_and_stop_through_the_signal_list(workers, raw_redis):  # noqa: F8
     assert not raw_redis.exists(f"{identity}-signals")
 
 
-def test_quiet_and_stop_through_os_signals(workers, raw_redis):  # noqa: F811
+def test_quiet_and_stop_through_os_signals(workers, raw_redis):
     worker = workers.start("-c", "2")
     _assert_quiet_then_stop(worker, raw_redis,
                             lambda: worker.send(signal.SIGTSTP),
@@ -94,7 +83,7 @@ def _assert_requeued(raw_redis, identity: str, raw: bytes) -> None:
     assert "long" not in counts(raw_redis)
 
 
-def test_shutdown_requeues_jobs_still_running_at_the_deadline(workers, raw_redis):  # noqa: F811
+def test_shutdown_requeues_jobs_still_running_at_the_deadline(workers, raw_redis):
     worker, identity, raw = _start_busy_worker(workers, raw_redis, timeout=1)
     worker.send(signal.SIGTERM)
     assert worker.wait_exit(LONG_JOB / 2) == 0
@@ -102,7 +91,7 @@ def test_shutdown_requeues_jobs_still_running_at_the_deadline(workers, raw_redis
     assert "pushed 1 job(s) back" in worker.log()
 
 
-def test_second_term_during_the_drain_exits_at_once(workers, raw_redis):  # noqa: F811
+def test_second_term_during_the_drain_exits_at_once(workers, raw_redis):
     # The drain deadline (TIMEOUT) and the job both outlast the bound: only the second TERM can end it in time.
     worker, identity, raw = _start_busy_worker(workers, raw_redis, timeout=LONG_JOB)
     worker.send(signal.SIGTERM)
@@ -116,7 +105,7 @@ def test_second_term_during_the_drain_exits_at_once(workers, raw_redis):  # noqa
     _assert_requeued(raw_redis, identity, raw)
 
 
-def test_ttin_dumps_threads(workers, raw_redis):  # noqa: F811
+def test_ttin_dumps_threads(workers, raw_redis):
     worker = workers.start("-c", "2")
     identity = worker.identity(raw_redis)
     worker.send(signal.SIGTTIN)
@@ -139,7 +128,7 @@ def test_ttin_dumps_threads(workers, raw_redis):  # noqa: F811
     assert worker.wait_exit(10) == 0
 
 
-def test_a_job_finishing_after_the_deadline_removes_its_pushed_back_copy(workers, raw_redis):  # noqa: F811
+def test_a_job_finishing_after_the_deadline_removes_its_pushed_back_copy(workers, raw_redis):
     # The job outlives TIMEOUT, so the deadline requeues it; it then finishes before the process exits.
     # Its copy on the queue must go, or the next worker runs it a second time.
     worker_jobs.finish_when_requeued.delay("late")

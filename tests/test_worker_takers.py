@@ -19,25 +19,14 @@ import json
 import signal
 import time
 
-import pytest
-
 from tests import worker_jobs
 from tests.faultproxy import FaultProxy
-from tests.helpers_worker import (  # noqa: F401
-    blocked_takers,
-    counts,
-    in_progress_items,
-    wait_beats,
-    wait_until,
-    workers,
-)
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_beats, wait_until
 
 NEVER = 60  # seconds: a FETCH_TIMEOUT no test here waits out
 
 
-def test_idle_takers_block_one_per_slot_and_a_stop_interrupts_them(workers, raw_redis, redis_url):  # noqa: F811
+def test_idle_takers_block_one_per_slot_and_a_stop_interrupts_them(workers, raw_redis, redis_url):
     with FaultProxy.in_front_of(redis_url) as proxy:
         worker = workers.start("-c", "4", "-q", "default", "-q", "low",
                                overrides={"REDIS_URL": proxy.url, "FETCH_TIMEOUT": NEVER})
@@ -61,7 +50,7 @@ def test_idle_takers_block_one_per_slot_and_a_stop_interrupts_them(workers, raw_
     assert counts(raw_redis) == {"taken-while-idle": 1}
 
 
-def test_a_pause_that_starts_while_takers_block_is_honoured(workers, raw_redis):  # noqa: F811
+def test_a_pause_that_starts_while_takers_block_is_honoured(workers, raw_redis):
     worker = workers.start("-c", "2", "-q", "default", overrides={"FETCH_TIMEOUT": NEVER})
     identity = worker.identity(raw_redis)
     wait_until(lambda: len(blocked_takers(raw_redis)) == 2, 20, "two blocked takers")
@@ -82,7 +71,7 @@ def test_a_pause_that_starts_while_takers_block_is_honoured(workers, raw_redis):
     assert worker.wait_exit(10) == 0
 
 
-def test_a_take_whose_reply_is_lost_is_adopted_and_runs_once(workers, raw_redis, redis_url):  # noqa: F811
+def test_a_take_whose_reply_is_lost_is_adopted_and_runs_once(workers, raw_redis, redis_url):
     with FaultProxy.in_front_of(redis_url) as proxy:
         # One slot, one queue: one taker, and the dispatcher leaves the queue to it while it blocks.
         worker = workers.start("-c", "1", "-q", "default", overrides={"REDIS_URL": proxy.url, "FETCH_TIMEOUT": 1})
@@ -108,7 +97,7 @@ def test_a_take_whose_reply_is_lost_is_adopted_and_runs_once(workers, raw_redis,
         assert worker.wait_exit(10) == 0
 
 
-def test_one_slot_watches_two_queues_and_gives_back_what_it_cannot_run(workers, raw_redis):  # noqa: F811
+def test_one_slot_watches_two_queues_and_gives_back_what_it_cannot_run(workers, raw_redis):
     worker = workers.start("-c", "1", "-q", "high", "-q", "low", overrides={"FETCH_TIMEOUT": NEVER})
     worker.identity(raw_redis)
     # Each queue's first taker watches while the slot is free, though there is only one slot: a job on
@@ -139,7 +128,7 @@ def test_one_slot_watches_two_queues_and_gives_back_what_it_cannot_run(workers, 
     assert counts(raw_redis) == expected
 
 
-def test_takers_recover_when_every_connection_is_cut(workers, raw_redis, redis_url):  # noqa: F811
+def test_takers_recover_when_every_connection_is_cut(workers, raw_redis, redis_url):
     with FaultProxy.in_front_of(redis_url) as proxy:
         worker = workers.start("-c", "3", "-q", "default", overrides={"REDIS_URL": proxy.url, "FETCH_TIMEOUT": 5})
         worker.identity(raw_redis)
@@ -156,7 +145,7 @@ def test_takers_recover_when_every_connection_is_cut(workers, raw_redis, redis_u
         assert worker.wait_exit(10) == 0
 
 
-def test_a_taker_runs_the_job_it_takes_and_the_other_takers_keep_watching(workers, raw_redis):  # noqa: F811
+def test_a_taker_runs_the_job_it_takes_and_the_other_takers_keep_watching(workers, raw_redis):
     worker = workers.start("-c", "2", "-q", "default", overrides={"FETCH_TIMEOUT": NEVER})
     worker.identity(raw_redis)
     wait_until(lambda: len(blocked_takers(raw_redis)) == 2, 20, "two blocked takers")
@@ -170,7 +159,7 @@ def test_a_taker_runs_the_job_it_takes_and_the_other_takers_keep_watching(worker
     assert fact["thread"].startswith("djwork-taker-default-"), fact
 
 
-def test_a_stop_past_the_deadline_does_not_wait_for_a_taker_running_a_job(workers, raw_redis):  # noqa: F811
+def test_a_stop_past_the_deadline_does_not_wait_for_a_taker_running_a_job(workers, raw_redis):
     # FETCH_TIMEOUT is a minute: a stop that waited for the taker as for one blocked in Redis would take
     # that long (its join bound); the job is requeued at the 1 s deadline, as a processor's would be.
     worker = workers.start("-c", "1", "-q", "default", overrides={"FETCH_TIMEOUT": NEVER, "TIMEOUT": 1})

@@ -6,18 +6,14 @@ import datetime as dt
 import json
 import signal
 
-import pytest
-
 from djwork.tasks_compat import TaskResultStatus
 from tests import worker_jobs
-from tests.helpers_worker import counts, history_runs, in_progress_items, wait_until, workers  # noqa: F401
-
-pytestmark = pytest.mark.slow
+from tests.helpers_worker import counts, history_runs, in_progress_items, wait_until
 
 TOTAL = 10_000
 
 
-def test_ten_thousand_jobs_run_exactly_once_across_two_workers(workers, raw_redis):  # noqa: F811
+def test_ten_thousand_jobs_run_exactly_once_across_two_workers(workers, raw_redis):
     # Two processes compete for the same queue: exactly-once must hold across them.
     started = [workers.start("-c", "10", overrides={"LOG_JOBS": False}) for _ in range(2)]
     for worker in started:
@@ -59,7 +55,7 @@ def test_ten_thousand_jobs_run_exactly_once_across_two_workers(workers, raw_redi
     assert raw_redis.scard("processes") == 0
 
 
-def test_async_and_bound_jobs_run_with_their_request(workers, raw_redis):  # noqa: F811
+def test_async_and_bound_jobs_run_with_their_request(workers, raw_redis):
     ref = worker_jobs.whoami.delay("w1", extra={"a": 1})
     worker_jobs.async_record.delay("a1")
     workers.start("-c", "2")
@@ -77,7 +73,7 @@ def test_async_and_bound_jobs_run_with_their_request(workers, raw_redis):  # noq
     assert raw_redis.zcard("dead") == 0 and raw_redis.zcard("retry") == 0
 
 
-def test_django_task_runs_through_the_djwork_backend(workers, raw_redis):  # noqa: F811
+def test_django_task_runs_through_the_djwork_backend(workers, raw_redis):
     from example.tasks import multiply
 
     # RESULTS is off here (the default): the Tasks backend keeps its results whatever it says (its API

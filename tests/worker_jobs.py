@@ -24,6 +24,7 @@ RUNS = "t:runs"  # STRING: total runs of record-style jobs
 COUNTS = "t:counts"  # HASH key -> completed runs
 STARTS = "t:starts"  # HASH key -> started runs
 LOG = "t:log"  # LIST of JSON facts written by jobs (newest first)
+RELEASE = "t:release:"  # + key: STRING whose existence ends held(key)
 
 
 _client: redis_py.Redis | None = None
@@ -74,6 +75,15 @@ def where(key):
 def slow(key, seconds):
     conn().hincrby(STARTS, str(key), 1)
     time.sleep(seconds)
+    _count(key)
+
+
+@djwork.job
+def held(key):
+    """Runs until the test sets RELEASE + key: busy exactly as long as the test needs it, however slow the machine."""
+    conn().hincrby(STARTS, str(key), 1)
+    while not conn().exists(RELEASE + str(key)):
+        time.sleep(0.05)
     _count(key)
 
 

@@ -35,6 +35,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class PortTaken(RuntimeError):
+    """redis-server could not bind its port: another process holds it."""
+
+
 @dataclass(frozen=True)
 class TlsFiles:
     """PEM files for a TLS-only server: its certificate and key, and the CA that signed the certificate."""
@@ -64,6 +68,9 @@ class RedisServer:
         if unix_socket and tls is not None:
             raise ValueError("a server listens on a unix socket or for TLS, not both")
         self.port = port or free_port()
+        # A port picked here may be taken by another process between free_port() and the bind (parallel
+        # test processes each start servers): start() then moves to another one. A port given is kept.
+        self.port_is_ours_to_change = port is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="djwork-redis-"))
         self.directory.mkdir(parents=True, exist_ok=True)
         # In the server's own directory: a socket path over ~100 bytes (pytest's
@@ -128,13 +135,40 @@ class RedisServer:
             raise
 
     def _answers_ping(self) -> bool:
+        """Our process answers: a server another process started on the same port must not pass for ours."""
         with self._open_socket() as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+            sock.sendall(b"INFO server\r\n")
+            reply = b""
+            while b"\r\n" not in reply:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return False
+                reply += chunk
+            header, _, body = reply.partition(b"\r\n")
+            if not header.startswith(b"$"):
+                return False
+            while len(body) < int(header[1:]):
+                chunk = sock.recv(4096)
+                if not chunk:
+                    return False
+                body += chunk
+        running = self.process
+        return running is not None and f"process_id:{running.pid}\r\n".encode() in body
 
     def start(self, timeout: float = 10.0) -> RedisServer:
         if self.process is not None and self.process.poll() is None:
             return self
+        for _attempt in range(5):
+            try:
+                return self._start_once(timeout)
+            except PortTaken:
+                if not self.port_is_ours_to_change:
+                    raise
+                self.port = free_port()
+        return self._start_once(timeout)
+
+    def _start_once(self, timeout: float) -> RedisServer:
+        log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
         self.process = subprocess.Popen(
             [self.binary, *self._listen_arguments(), "--save", "", *self._persistence_arguments(),
@@ -146,6 +180,10 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                with open(self.log_path, "rb") as written:
+                    written.seek(log_start)
+                    if b"Address already in use" in written.read():
+                        raise PortTaken(self.port)
                 raise RuntimeError(f"redis-server exited at start; see {self.log_path}")
             try:
                 if self._answers_ping():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,8 @@ from urllib.parse import urlparse
 import pytest
 
 from tests.browser.live import ADMIN, CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, Cluster, login, require_browser
+
+PROCESS_STARTED = time.time()  # before any test of this run wrote a screenshot (xdist workers start together)
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +53,12 @@ def admin_page(browser: Any, cluster: Cluster) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def screenshots() -> Path:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    # Only an earlier run's shots: the modules sharing this folder run at once on other xdist workers,
+    # and emptying it here deleted their fresh shots (and a file one of them had just deleted failed).
     for old in SCREENSHOTS.glob("*.png"):
-        old.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            if old.stat().st_mtime < PROCESS_STARTED:
+                old.unlink()
     return SCREENSHOTS
 
 

@@ -11,14 +11,10 @@ import datetime as dt
 import json
 import time
 
-import pytest
-
 from tests import worker_jobs
 from tests.browser import seed
 from tests.browser.live import VIEWER, login, shoot
 from tests.helpers_worker import counts, history_runs, wait_until
-
-pytestmark = pytest.mark.slow
 
 PHONE = {"width": 390, "height": 844}
 
@@ -61,7 +57,8 @@ def test_every_page_renders_real_data(cluster, worker, admin_page, screenshots):
         worker_jobs.record.delay_many([(f"load-{n}",) for n in range(40)])
         time.sleep(0.3)
     wait_until(lambda: redis.zcard("retry") >= 2, 15, "the failing job in the retry set")
-    worker_jobs.slow.delay("busy-shot", 6)
+    # Held until the busy page was read: a 6 s job had ended by then on a loaded machine.
+    worker_jobs.held.delay("busy-shot")
     wait_until(lambda: int(redis.hget(identity, "busy") or 0) >= 1, 10, "a busy thread in the heartbeat")
 
     page.goto(f"{cluster.base_url}/djwork/")
@@ -79,8 +76,9 @@ def test_every_page_renders_real_data(cluster, worker, admin_page, screenshots):
     page.goto(f"{cluster.base_url}/djwork/busy/")
     row = page.locator(f'tr[data-identity="{identity}"]')
     assert "browser" in row.inner_text() and "running" in row.inner_text()
-    assert "tests.worker_jobs.slow" in page.locator("#jobs").inner_text()
+    assert "tests.worker_jobs.held" in page.locator("#jobs").inner_text()
     shoot(page, screenshots, "02-busy")
+    redis.set(worker_jobs.RELEASE + "busy-shot", "1")
 
     page.goto(f"{cluster.base_url}/djwork/queues/")
     assert page.locator('tr[data-queue="reports"]').is_visible()

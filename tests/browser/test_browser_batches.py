@@ -21,8 +21,6 @@ from tests import batch_jobs
 from tests.browser import seed
 from tests.browser.live import SCREENSHOTS, VIEWER, login, shoot
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def batches(cluster) -> Iterator[dict]:

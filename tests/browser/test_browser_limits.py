@@ -20,8 +20,6 @@ from tests.browser import seed
 from tests.browser.live import SCREENSHOTS, VIEWER, login, shoot
 from tests.helpers_worker import wait_until
 
-pytestmark = pytest.mark.slow
-
 PHONE = {"width": 390, "height": 844}
 
 

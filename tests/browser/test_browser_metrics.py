@@ -14,8 +14,6 @@ from djwork.worker.metrics import ExecutionMetrics, queue_writes
 from djwork.worker.queue_samples import read_sample, write_sample
 from tests.browser.live import SCREENSHOTS, VIEWER, shoot
 
-pytestmark = pytest.mark.slow
-
 PHONE = {"width": 390, "height": 844}
 TIMES = {"app.jobs.send_invoice": 850.0, "app.jobs.resize_image": 120.0, "app.jobs.sync_crm": 2400.0,
          "app.jobs.ping": 3.0, "App::LegacyMailer": 40.0, "app.jobs.rebuild_search_index_for_every_tenant": 9000.0}

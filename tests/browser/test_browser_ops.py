@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from tests import worker_jobs
 from tests.browser import seed
 from tests.browser.live import shoot
 from tests.helpers_worker import wait_until
-
-pytestmark = pytest.mark.slow
 
 
 def test_quiet_shows_at_once_and_busy_refreshes_itself(cluster, worker, admin_page, screenshots):

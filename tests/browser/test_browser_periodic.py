@@ -23,8 +23,6 @@ from tests.browser import seed
 from tests.browser.live import SCREENSHOTS, VIEWER, Cluster, login, require_browser, shoot
 from tests.helpers_worker import history_runs, wait_until
 
-pytestmark = pytest.mark.slow
-
 PHONE = {"width": 390, "height": 844}
 ENTRIES = [
     {"cron": "* * * * *", "job": "tests.periodic_jobs.tick", "name": "every-minute", "args": ["browser"],

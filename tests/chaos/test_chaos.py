@@ -15,15 +15,14 @@ import pytest
 
 from tests.chaos import scenarios
 from tests.chaos.ledger import Outcome
-from tests.helpers_worker import workers  # noqa: F401
 
-pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+pytestmark = pytest.mark.chaos
 
 CONCURRENCY = 5
 
 
 @pytest.fixture
-def chaos(workers, redis_url, tmp_path):  # noqa: F811
+def chaos(workers, redis_url, tmp_path):
     """Workers on the suite's private Redis (emptied by ``workers``), which also holds the ledger."""
     return scenarios.Chaos(workers, redis_url, tmp_path)
 

@@ -74,9 +74,9 @@ def require_sidekiq() -> str:
     pytest.skip(f"skipped: install {missing} (apt-get install {missing})")
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="module")
 def sidekiq_version() -> str:
-    """Autouse in every interop module (imported there): skip or fail before anything starts."""
+    """Used by every interop module (its ``pytestmark``): skip or fail before anything starts."""
     return require_sidekiq()
 
 
