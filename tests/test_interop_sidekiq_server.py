@@ -335,3 +335,29 @@ def test_idle_sidekiq_and_djwork_share_the_jobs_landing_on_a_shared_queue(data, 
     finally:
         worker.send(signal.SIGTERM)
         worker.wait_exit(10)
+
+
+# --- Sidekiq 7's capsules ------------------------------------------------------------------------------
+def test_a_sidekiq_7_capsule_runs_djwork_jobs_and_djwork_reads_the_process(data, redis, fleet, admin_client):
+    if sidekiq_major() < 7:
+        pytest.skip("capsules are Sidekiq 7's (6.x has none); CI's trixie leg runs this against 7.3.2")
+    ruby_processes, _ = fleet
+    server = ruby_processes.sidekiq("ruby-main", concurrency=2, tag="capsules", label="sidekiq-capsules",
+                                    capsule=("serial", "ruby-serial", 1))
+    identity = server.identity(redis)
+    try:
+        # 7.x: `queues` flattens every capsule's, `concurrency` sums them, `weights` has one object per capsule.
+        info = json.loads(redis.hget(identity, "info"))
+        assert [sorted(group) for group in info["weights"]] == [["ruby-main"], ["ruby-serial"]]
+        process = api.ProcessSet.get(identity)
+        assert process.queues == ["ruby-main", "ruby-serial"] and process.concurrency == 3
+        assert process.problems == []
+        busy_page = admin_client.get(reverse("djwork_dashboard:busy"))
+        assert busy_page.status_code == 200 and identity in busy_page.content.decode()
+
+        # A djwork-enqueued job on the capsule's queue runs in the capsule's thread.
+        jid = ruby_jobs.interop_ruby_job.set(queue="ruby-serial").delay("capsule").jid
+        wait_until(lambda: redis.hget(RUBY_COUNTS, "capsule") == b"1", 10, "the capsule to run the djwork job")
+        assert ruby_facts(redis)["capsule"]["jid"] == jid and ruby_facts(redis)["capsule"]["pid"] == server.pid
+    finally:
+        server.stop()

@@ -49,7 +49,7 @@ out = {
      "concurrency" => process["concurrency"], "busy" => process["busy"], "beat" => process["beat"],
      "quiet" => process["quiet"], "stopping" => process.stopping?, "started_at" => process["started_at"],
      "started_time" => Time.at(process["started_at"]).to_f, "rss" => process["rss"], "rtt_us" => process["rtt_us"],
-     "version" => process["version"]}
+     "version" => process["version"], "weights" => process["weights"], "embedded" => process["embedded"]}
   },
   "process_set" => {"size" => Sidekiq::ProcessSet.new(false).size,
                     "total_concurrency" => Sidekiq::ProcessSet.new(false).total_concurrency,
