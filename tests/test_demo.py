@@ -72,6 +72,8 @@ def port_is_free(port: int) -> bool:
 def venv_is_current() -> None:
     stamp = ROOT / ".venv" / ".djwork-installed"
     want = hashlib.sha1((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if os.environ.get("DJWORK_PIP_PINS"):  # a matrix leg's pins (.ci/trixie) are part of ./dev's stamp
+        want += " " + os.environ["DJWORK_PIP_PINS"]
     if not stamp.is_file() or stamp.read_text().strip() != want:
         pytest.skip("the .venv is not installed from this pyproject.toml: ./dev demo would reinstall it")
 
