@@ -19,7 +19,8 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
-READY = "Starting development server"
+# runserver's banner: "Starting development server at" on Django 5.2, "Starting WSGI development server at" on 6.x.
+READY = "development server at"
 
 
 def free_port() -> int:
