@@ -79,8 +79,12 @@ def spin_plain(key):
 def stuck(key):
     """Sleeps until released, ignoring the hard limit's exception: a thread the worker must abandon."""
     conn().hincrby(STARTS, key, 1)
-    while not conn().exists(RELEASE + key):
+    while True:
+        # The check inside the try too: the limit's exception lands wherever the thread is, and under load it
+        # landed in the EXISTS round trip, ending the job at its limit instead of holding the thread.
         try:
+            if conn().exists(RELEASE + key):
+                break
             time.sleep(0.1)
         except TimeLimitExceeded:
             note(key, "hard exception seen")
