@@ -228,9 +228,9 @@ def unique(digest: str) -> str:
     return f"{UNIQUE_PREFIX}{digest}"
 
 
-# --- execution metrics, Sidekiq 8's layout (docs/metrics.md) ----------------------
-# Times are UTC. Sidekiq 7 wrote other names (docs/metrics.md, Versions): its
-# Metrics page does not read these.
+# --- execution metrics, Sidekiq 8's layout and 7's (docs/metrics.md) ----------------
+# Times are UTC. Sidekiq 7's Metrics page reads other names (docs/metrics.md,
+# Versions): the per-minute hash and histogram are written under both.
 METRICS_MINUTE_TTL = 8 * 3600  # per-minute `j|` hashes and the histograms (Sidekiq's SHORT_TERM)
 METRICS_TEN_MINUTE_TTL = 72 * 3600  # 10-minute `j|` rollups (Sidekiq's MID_TERM)
 DEPLOY_MARKS_TTL = 90 * 24 * 3600  # Sidekiq::Deploy's MARK_TTL
@@ -259,6 +259,16 @@ def metrics_ten_minutes(now: dt.datetime) -> str:
 def metrics_histogram(class_name: str, now: dt.datetime) -> str:
     """STRING ``h|<Class>-<day>-<H>:<M>`` (day of month, hour, minute all unpadded): BITFIELD of 26 u16 counters."""
     return f"{METRICS_HISTOGRAM_PREFIX}{class_name}-{now.day}-{now.hour}:{now.minute}"
+
+
+def metrics_minute_v7(now: dt.datetime) -> str:
+    """HASH ``j|YYYYMMDD|H:M`` (four-digit year, hour and minute unpadded): Sidekiq 7's minute of the same fields."""
+    return f"j|{now:%Y%m%d}|{now.hour}:{now.minute}"
+
+
+def metrics_histogram_v7(class_name: str, now: dt.datetime) -> str:
+    """STRING ``<Class>-DD-HH:M`` (day and hour padded, minute not, no prefix): Sidekiq 7's histogram."""
+    return f"{class_name}-{now:%d}-{now:%H}:{now.minute}"
 
 
 def deploy_marks(day: dt.date) -> str:

@@ -6,17 +6,19 @@ try:  # Django 6.0+
     from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django.tasks.backends.base import BaseTaskBackend
     from django.tasks.base import Task, TaskError
-    from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
     from django.tasks.signals import task_enqueued, task_finished, task_started
 except ImportError:  # pragma: no cover - exercised on Django 5.2
     from django_tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskError
+    from django_tasks.exceptions import InvalidTaskError as InvalidTask  # Django 6 dropped the "Error"
     from django_tasks.exceptions import TaskResultDoesNotExist
     from django_tasks.signals import task_enqueued, task_finished, task_started
 
 __all__ = [
     "BaseTaskBackend",
+    "InvalidTask",
     "Task",
     "TaskContext",
     "TaskError",

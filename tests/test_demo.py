@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-READY = "Starting development server"
+# runserver's banner: "Starting development server at" on Django 5.2, "Starting WSGI development server at" on 6.x.
+READY = "development server at"
 
 
 def free_port() -> int:
@@ -70,6 +71,8 @@ def port_is_free(port: int) -> bool:
 def venv_is_current() -> None:
     stamp = ROOT / ".venv" / ".djwork-installed"
     want = hashlib.sha1((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if os.environ.get("DJWORK_PIP_PINS"):  # a matrix leg's pins (.ci/trixie) are part of ./dev's stamp
+        want += " " + os.environ["DJWORK_PIP_PINS"]
     if not stamp.is_file() or stamp.read_text().strip() != want:
         pytest.skip("the .venv is not installed from this pyproject.toml: ./dev demo would reinstall it")
 

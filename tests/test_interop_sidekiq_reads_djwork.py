@@ -1,4 +1,6 @@
-"""Sidekiq 6.4.1's API and Web UI read a live djwork cluster; Sidekiq's process API controls a djwork worker.
+"""Sidekiq's API and Web UI read a live djwork cluster; Sidekiq's process API controls a djwork worker.
+
+Sidekiq 6.4.1 on bookworm, 7.3.2 in CI's trixie leg (.ci/trixie).
 
 One djwork worker per module holds three busy jobs while the Ruby side reads:
 jobs waiting in two queues (one with keyword arguments), retries on their
@@ -97,7 +99,6 @@ def cluster(redis, fleet):
 def test_sidekiq_api_reads_live_djwork_cluster(cluster, redis, redis_url):
     seen = ruby(redis_url, "api_read.rb")
     identity = cluster["identity"]
-    assert seen["version"].startswith("6.")
 
     (process,) = [p for p in seen["processes"] if p["identity"] == identity]
     assert process["pid"] == cluster["worker"].pid and process["hostname"]

@@ -1,10 +1,13 @@
-"""djwork and a real Ruby Sidekiq 6.4.1 server (the `sidekiq` CLI) on one Redis.
+"""djwork and a real Ruby Sidekiq server (the `sidekiq` CLI: 6.4.1 on bookworm, 7.3.2 in CI's trixie leg) on one Redis.
 
 * djwork -> Ruby: jobs djwork enqueues (now, scheduled, in bulk) under a Ruby
   class name run in the Sidekiq server (the Ruby jobs write to Redis).
 * djwork reads a cluster run only by Ruby: djwork.api and the dashboard
   (Django test client) over Ruby's processes, busy threads (6.4.1's
-  ``<identity>:workers``), queues and Ruby-written retry/dead/schedule entries.
+  ``<identity>:workers``, 7.x's ``<identity>:work``), queues and Ruby-written
+  retry/dead/schedule entries.
+* Sidekiq 7's capsules: a capsule's queue runs djwork-enqueued jobs, and
+  djwork reads the process's per-capsule ``weights``.
 * djwork.api's Process.quiet()/stop() drive a Ruby Sidekiq process.
 * A mixed fleet: one Ruby and one djwork process on the same queue, 2,000 jobs
   of each kind; with UNKNOWN_CLASS="retry" every job runs exactly once, in
@@ -28,12 +31,11 @@ from django.urls import reverse
 from djwork import api
 from tests.helpers_worker import Workers, decode, wait_until
 from tests.interop import jobs, ruby_jobs
-from tests.interop.helpers import RubyFleet, move_due, ruby, stop_workers
+from tests.interop.helpers import RubyFleet, move_due, ruby, ruby_beat, sidekiq_major, sidekiq_probe, stop_workers
 
 pytestmark = [pytest.mark.interop, pytest.mark.usefixtures("sidekiq_version")]
 
 RUBY_COUNTS = "t:ruby:counts"
-RUBY_BEAT = 5  # Sidekiq 6.x heartbeat (launcher.rb BEAT_PAUSE)
 
 
 @pytest.fixture(scope="module")
@@ -112,7 +114,7 @@ def test_djwork_jobs_run_in_sidekiq(data, redis, sidekiq):
     assert facts["at-2"]["time"] >= start + 2 - 0.05 and facts["in-1"]["time"] >= start + 1 - 0.05
     assert all(facts[key]["pid"] == sidekiq.pid for key in jids)
     assert redis.zcard("schedule") == 0 and redis.zcard("retry") == 0
-    wait_until(lambda: int(redis.get("stat:processed") or 0) >= len(jids), 2 * RUBY_BEAT + 1,
+    wait_until(lambda: int(redis.get("stat:processed") or 0) >= len(jids), 2 * ruby_beat() + 1,
                "Ruby's heartbeat to flush stat:processed")
 
 
@@ -132,9 +134,13 @@ def test_djwork_api_and_dashboard_read_a_ruby_only_cluster(data, redis, redis_ur
     ])
     try:
         wait_until(lambda: redis.hget(identity, "busy") == b"2" and redis.zcard("retry") == 1
-                   and redis.zcard("dead") == 1, 3 * RUBY_BEAT, "two busy Ruby threads, a retry and a dead job")
-        wait_until(lambda: int(redis.get("stat:failed") or 0) == 2, 2 * RUBY_BEAT, "Ruby's stat:failed")
-        assert not redis.exists(f"{identity}:work")  # 6.4.1 writes only the old name
+                   and redis.zcard("dead") == 1, 3 * ruby_beat(), "two busy Ruby threads, a retry and a dead job")
+        wait_until(lambda: int(redis.get("stat:failed") or 0) == 2, 2 * ruby_beat(), "Ruby's stat:failed")
+        # 6.4.1 writes its busy threads under <identity>:workers only, 7.x under <identity>:work only.
+        written, unwritten = (f"{identity}:work", f"{identity}:workers")
+        if sidekiq_major() < 7:
+            written, unwritten = unwritten, written
+        assert redis.hlen(written) == 2 and not redis.exists(unwritten)
 
         stats = api.Stats.fetch()
         assert stats.problems == ()
@@ -146,7 +152,8 @@ def test_djwork_api_and_dashboard_read_a_ruby_only_cluster(data, redis, redis_ur
         assert process.identity == identity and process.problems == []
         assert process.pid == sidekiq.pid and process.hostname and process.tag == "interop"
         assert process.queues == ["ruby", "shared"] and process.concurrency == 5 and process.busy == 2
-        assert process.stopping is False and process.quiet_flag == "false" and process.version == ""
+        assert process.stopping is False and process.quiet_flag == "false"
+        assert process.version == (sidekiq_probe()[0] if sidekiq_major() >= 7 else "")  # 6.4's info has none
         assert process.started_at is not None and process.last_beat is not None and process.rss_kb > 0
         work = api.WorkSet().all()
         assert sorted(w.job.args[0] for w in work) == ["slow-1", "slow-2"]
@@ -160,7 +167,8 @@ def test_djwork_api_and_dashboard_read_a_ruby_only_cluster(data, redis, redis_ur
         assert retry.job.problems == [] and retry.job.error_class == "ArgumentError"
         assert retry.job.error_message == "RubyFailJob rf-retry fails" and retry.job.retry_count == 0
         assert retry.job.tags == ["ruby"] and any("perform" in line for line in retry.job.error_backtrace)
-        assert "\n" in retry.job.item["error_backtrace"]  # 6.4 writes MIME base64; djwork decodes it
+        # 6.4 writes MIME base64 (a newline every 60 characters), 7.x strict base64: djwork decodes both.
+        assert ("\n" in retry.job.item["error_backtrace"]) == (sidekiq_major() < 7)
         (dead,) = api.DeadSet().page().items
         assert dead.job.problems == [] and dead.job.args == ["rf-dead"]
         (scheduled,) = api.ScheduledSet().page().items
@@ -207,15 +215,15 @@ def test_djwork_api_quiets_and_stops_a_ruby_process(data, redis, fleet):
     started = time.monotonic()
     api.ProcessSet.get(identity).quiet()
     # Sidekiq takes the signal on its next beat and reports it on the one after: two beats.
-    wait_until(lambda: redis.hget(identity, "quiet") == b"true", 2 * RUBY_BEAT + 2, "quiet=true")
-    assert time.monotonic() - started <= 2 * RUBY_BEAT + 2
+    wait_until(lambda: redis.hget(identity, "quiet") == b"true", 2 * ruby_beat() + 2, "quiet=true")
+    assert time.monotonic() - started <= 2 * ruby_beat() + 2
     assert api.ProcessSet.get(identity).stopping
     after = ruby_jobs.interop_ruby_job.set(queue="ruby-control").delay("ctl-after-quiet").jid
     time.sleep(2.0)  # a quiet Sidekiq fetches nothing
     assert [json.loads(raw)["jid"] for raw in redis.lrange("queue:ruby-control", 0, -1)] == [after]
 
     api.ProcessSet.get(identity).stop()
-    assert server.wait_exit(RUBY_BEAT + 2 + 10) == 0
+    assert server.wait_exit(ruby_beat() + 2 + 10) == 0
     assert "Pushed 1 jobs back to Redis" in server.log() or "Bye!" in server.log()
     assert not redis.sismember("processes", identity) and not redis.exists(f"{identity}:workers")
     assert api.ProcessSet.get(identity) is None
@@ -318,3 +326,29 @@ def test_idle_sidekiq_and_djwork_share_the_jobs_landing_on_a_shared_queue(data, 
     finally:
         worker.send(signal.SIGTERM)
         worker.wait_exit(10)
+
+
+# --- Sidekiq 7's capsules ------------------------------------------------------------------------------
+def test_a_sidekiq_7_capsule_runs_djwork_jobs_and_djwork_reads_the_process(data, redis, fleet, admin_client):
+    if sidekiq_major() < 7:
+        pytest.skip("capsules are Sidekiq 7's (6.x has none); CI's trixie leg runs this against 7.3.2")
+    ruby_processes, _ = fleet
+    server = ruby_processes.sidekiq("ruby-main", concurrency=2, tag="capsules", label="sidekiq-capsules",
+                                    capsule=("serial", "ruby-serial", 1))
+    identity = server.identity(redis)
+    try:
+        # 7.x: `queues` flattens every capsule's, `concurrency` sums them, `weights` has one object per capsule.
+        info = json.loads(redis.hget(identity, "info"))
+        assert [sorted(group) for group in info["weights"]] == [["ruby-main"], ["ruby-serial"]]
+        process = api.ProcessSet.get(identity)
+        assert process.queues == ["ruby-main", "ruby-serial"] and process.concurrency == 3
+        assert process.problems == []
+        busy_page = admin_client.get(reverse("djwork_dashboard:busy"))
+        assert busy_page.status_code == 200 and identity in busy_page.content.decode()
+
+        # A djwork-enqueued job on the capsule's queue runs in the capsule's thread.
+        jid = ruby_jobs.interop_ruby_job.set(queue="ruby-serial").delay("capsule").jid
+        wait_until(lambda: redis.hget(RUBY_COUNTS, "capsule") == b"1", 10, "the capsule to run the djwork job")
+        assert ruby_facts(redis)["capsule"]["jid"] == jid and ruby_facts(redis)["capsule"]["pid"] == server.pid
+    finally:
+        server.stop()

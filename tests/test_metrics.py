@@ -81,6 +81,11 @@ def test_a_window_lands_in_sidekiqs_keys_with_their_ttls_and_histogram(raw_redis
     counts_read = raw_redis.execute_command("BITFIELD_RO", "h|App::Fast-4-8:3", *HISTOGRAM_READ)
     assert counts_read == [2, 1, 0, 0, 0, 0, 0, 1] + [0] * 17 + [1]
     assert 8 * 3600 - 5 < raw_redis.ttl("h|App::Fast-4-8:3") <= 8 * 3600
+    # Sidekiq 7's names for the same minute (its Metrics page reads only these): j|YYYYMMDD|H:M, <Class>-DD-HH:M.
+    assert raw_redis.hgetall("j|20260204|8:3") == minute
+    assert 8 * 3600 - 5 < raw_redis.ttl("j|20260204|8:3") <= 8 * 3600
+    assert raw_redis.execute_command("BITFIELD_RO", "App::Fast-04-08:3", *HISTOGRAM_READ) == counts_read
+    assert 8 * 3600 - 5 < raw_redis.ttl("App::Fast-04-08:3") <= 8 * 3600
     assert [bucket_index(ms) for ms in (19, 20, 334_999, 335_000)] == [0, 1, 24, 25]
     assert len(BUCKET_BOUNDS) == 25
 

@@ -22,6 +22,7 @@ import djwork
 from djwork import keys
 from djwork.tasks_backend import TASK_FIELD, DjworkBackend
 from djwork.tasks_compat import (
+    InvalidTask,
     Task,
     TaskResult,
     TaskResultDoesNotExist,
@@ -58,6 +59,16 @@ def test_the_default_backend_is_djwork():
     assert backend.supports_async_task is True
     assert backend.supports_get_result is True
     assert isinstance(example_tasks.multiply, Task)
+
+
+def test_a_priority_is_refused_as_django_defines_it_for_a_backend_without_priorities(raw_redis):
+    # djwork's queues are FIFO lists: no priority within a queue, so the flag is False and Django's own
+    # validate_task (django.tasks on 6.x, the backport on 5.2) refuses a non-default priority before enqueue.
+    assert task_backends["default"].supports_priority is False
+    with pytest.raises(InvalidTask, match="priority"):
+        example_tasks.multiply.using(priority=10).enqueue(1, 2)
+    assert raw_redis.llen(keys.queue("default")) == 0
+    assert example_tasks.multiply.using(priority=0).priority == 0  # the default is allowed
 
 
 def test_enqueue_returns_a_ready_result_whose_id_is_the_jid(raw_redis):

@@ -2,7 +2,9 @@
 
 Sidekiq 8's layout: every beat adds this process's counts since the last
 beat to the current minute's ``j|`` hash and ten-minute rollup, and its
-execution-time histograms to the minute's ``h|`` keys; and, for Prometheus,
+execution-time histograms to the minute's ``h|`` keys; the minute's hash and
+histograms also under Sidekiq 7's names, which its Metrics page reads (7.x
+is what most Sidekiq clusters run); and, for Prometheus,
 to running totals that never expire (``djwork:metrics:totals`` and
 ``djwork:metrics:histograms``). The write rides in
 the heartbeat's stat-counter pipeline and, like it, is never replayed: a
@@ -112,11 +114,13 @@ class ExecutionMetrics:
 def queue_writes(pipe: Any, window: Window, now: dt.datetime) -> None:
     """Add a window's writes to ``pipe`` (Sidekiq's ExecutionTracker#flush, minus its separate round trips)."""
     for class_name, counts in window.histograms.items():
-        key = keys.metrics_histogram(class_name, now)
-        pipe.execute_command("BITFIELD", key, *histogram_increments(counts))
-        pipe.expire(key, keys.METRICS_MINUTE_TTL)
+        increments = histogram_increments(counts)
+        for key in (keys.metrics_histogram(class_name, now), keys.metrics_histogram_v7(class_name, now)):
+            pipe.execute_command("BITFIELD", key, *increments)
+            pipe.expire(key, keys.METRICS_MINUTE_TTL)
     for key, ttl in ((keys.metrics_ten_minutes(now), keys.METRICS_TEN_MINUTE_TTL),
-                     (keys.metrics_minute(now), keys.METRICS_MINUTE_TTL)):
+                     (keys.metrics_minute(now), keys.METRICS_MINUTE_TTL),
+                     (keys.metrics_minute_v7(now), keys.METRICS_MINUTE_TTL)):
         for field, value in window.fields.items():
             pipe.hincrby(key, field, value)
         pipe.expire(key, ttl)

@@ -23,6 +23,11 @@ def entries(set)
   end
 end
 
+# One busy thread's entry: a Hash in 6.4, a Sidekiq::Work in 7 (whose `[]` is deprecated and warns).
+def work_field(work, name)
+  work.is_a?(Hash) ? work[name] : work.raw(name)
+end
+
 stats = Sidekiq::Stats.new
 history = Sidekiq::Stats::History.new(2)
 out = {
@@ -44,16 +49,17 @@ out = {
      "concurrency" => process["concurrency"], "busy" => process["busy"], "beat" => process["beat"],
      "quiet" => process["quiet"], "stopping" => process.stopping?, "started_at" => process["started_at"],
      "started_time" => Time.at(process["started_at"]).to_f, "rss" => process["rss"], "rtt_us" => process["rtt_us"],
-     "version" => process["version"]}
+     "version" => process["version"], "weights" => process["weights"], "embedded" => process["embedded"]}
   },
   "process_set" => {"size" => Sidekiq::ProcessSet.new(false).size,
                     "total_concurrency" => Sidekiq::ProcessSet.new(false).total_concurrency,
                     "total_rss_in_kb" => Sidekiq::ProcessSet.new(false).total_rss_in_kb,
                     "leader" => Sidekiq::ProcessSet.new(false).leader},
   "workers" => Sidekiq::Workers.new.map { |process_id, thread_id, work|
-    job = Sidekiq::JobRecord.new(work["payload"])
-    {"process" => process_id, "thread" => thread_id, "queue" => work["queue"], "run_at" => work["run_at"],
-     "run_time" => Time.at(work["run_at"]).to_f, "jid" => job.jid, "klass" => job.klass,
+    job = Sidekiq::JobRecord.new(work_field(work, "payload"))
+    {"process" => process_id, "thread" => thread_id, "queue" => work_field(work, "queue"),
+     "run_at" => work_field(work, "run_at"), "run_time" => Time.at(work_field(work, "run_at")).to_f,
+     "jid" => job.jid, "klass" => job.klass,
      "display_class" => job.display_class, "args" => job.display_args}
   },
   "workers_size" => Sidekiq::Workers.new.size,

@@ -8,8 +8,9 @@ require "json"
 require "uri"
 require "sidekiq"
 
-# redis-rb 4.8 (Debian's, under Sidekiq 6.4.1) warns on every BRPOP and SADD Sidekiq makes.
-Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+# redis-rb 4.8 (Debian's, under Sidekiq 6.4.1) warns on every BRPOP and SADD Sidekiq makes. Sidekiq 7
+# talks through redis-client and never loads redis-rb: there is no `Redis` constant to configure.
+Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 
 module Interop
   def self.redis_url
@@ -26,6 +27,20 @@ module Interop
   end
 
   URL = redis_url
+
+  # Sidekiq 7 moved the server's settings from `Sidekiq.options` to the config object that
+  # `configure_server` yields (6.4's yields the Sidekiq module itself, which has `options`).
+  def self.set_option(config, name, value)
+    if config.respond_to?(:options)
+      config.options[name] = value
+    else
+      config[name] = value
+    end
+  end
+
+  def self.sidekiq7?
+    Gem::Version.new(Sidekiq::VERSION) >= Gem::Version.new("7")
+  end
 
   def self.dump(value)
     $stdout.write(JSON.generate(value))

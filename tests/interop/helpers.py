@@ -5,7 +5,8 @@ environment only (tests/interop/boot.rb refuses anything else). Every
 process started here is tracked and ended, by pid, in fixture teardown.
 
 Availability: the tests need ``ruby`` with the sidekiq gem, Rack and WEBrick
-(Debian: ruby ruby-sidekiq ruby-rack ruby-webrick, which .ci/run installs).
+(Debian: ruby ruby-sidekiq ruby-rack ruby-webrick, which .ci/run installs; on trixie's Rack 3 also
+ruby-rackup and ruby-rack-session, which .ci/trixie's root has).
 Without them the tests skip, except under CI=true, where they fail.
 """
 
@@ -59,6 +60,20 @@ def sidekiq_probe() -> tuple[str | None, str | None]:
     return version, None
 
 
+def sidekiq_major() -> int:
+    """Sidekiq's major version (0 when it is missing): where 6.4 and 7.x write or behave differently."""
+    version, _ = sidekiq_probe()
+    try:
+        return int((version or "0").split(".")[0])
+    except ValueError:
+        return 0
+
+
+def ruby_beat() -> float:
+    """Sidekiq's heartbeat period (launcher.rb BEAT_PAUSE): 5 s in 6.x, 10 s from 7.0."""
+    return 10.0 if sidekiq_major() >= 7 else 5.0
+
+
 def in_ci() -> bool:
     return os.environ.get("CI") == "true"  # the rule tests/browser/live.py uses too
 
@@ -80,10 +95,11 @@ def sidekiq_version() -> str:
     return require_sidekiq()
 
 
-def ruby_env(redis_url: str | None) -> dict[str, str]:
+def ruby_env(redis_url: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a Ruby process: ours, with REDIS_URL set to the private server only."""
     env = {key: value for key, value in os.environ.items()
-           if key not in ("REDIS_URL", "REDIS_PROVIDER", "RUBYOPT", "BUNDLE_GEMFILE")}
+           if key not in ("REDIS_URL", "REDIS_PROVIDER", "RUBYOPT", "BUNDLE_GEMFILE", "INTEROP_CAPSULE")}
+    env.update(extra or {})
     if redis_url is not None:
         parsed = urlparse(redis_url)
         if parsed.scheme != "unix" and parsed.port in (None, 6379):
@@ -108,9 +124,10 @@ def ruby(redis_url: str, script: str, *args: str, stdin: Any = None, timeout: fl
 class RubyProcess(LoggedProcess):
     """One long-running Ruby process (the sidekiq CLI, a WEBrick server) with its log file."""
 
-    def __init__(self, argv: list[str], log_path: Path, redis_url: str, label: str) -> None:
+    def __init__(self, argv: list[str], log_path: Path, redis_url: str, label: str,
+                 extra_env: dict[str, str] | None = None) -> None:
         with open(log_path, "wb") as log:
-            process = subprocess.Popen(argv, cwd=ROOT, env=ruby_env(redis_url), stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(argv, cwd=ROOT, env=ruby_env(redis_url, extra_env), stdin=subprocess.DEVNULL,
                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         super().__init__(process, log_path, label)
 
@@ -148,15 +165,20 @@ class RubyFleet:
         self.started: list[RubyProcess] = []
 
     def sidekiq(self, *queues: str, concurrency: int = 5, tag: str = "interop", timeout: int = 2,
-                label: str | None = None) -> RubyProcess:
-        """``sidekiq -r tests/interop/sidekiq_jobs.rb`` on ``queues`` (the real CLI: launcher, poller, signals)."""
+                label: str | None = None, capsule: tuple[str, str, int] | None = None) -> RubyProcess:
+        """``sidekiq -r tests/interop/sidekiq_jobs.rb`` on ``queues`` (the real CLI: launcher, poller, signals).
+
+        ``capsule`` = (name, queue, concurrency) adds a Sidekiq 7 capsule beside the default one
+        (tests/interop/sidekiq_jobs.rb; 6.x has no capsules).
+        """
         label = label or f"sidekiq-{len(self.started) + 1}"
         command = shutil.which("sidekiq")
         argv = [command] if command else [shutil.which("ruby") or "ruby", "-S", "sidekiq"]
         argv += ["-r", str(HERE / "sidekiq_jobs.rb"), "-c", str(concurrency), "-t", str(timeout), "-g", tag]
         for queue in queues:
             argv += ["-q", queue]
-        return self._start(argv, label)
+        extra = {"INTEROP_CAPSULE": ":".join(map(str, capsule))} if capsule else None
+        return self._start(argv, label, extra)
 
     def web(self, label: str = "sidekiq-web") -> SidekiqWeb:
         """Sidekiq::Web on a real WEBrick server at a free local port."""
@@ -166,8 +188,8 @@ class RubyFleet:
         wait_until(web.up, 20, "Sidekiq::Web on WEBrick to listen")
         return web
 
-    def _start(self, argv: list[str], label: str) -> RubyProcess:
-        process = RubyProcess(argv, self.directory / f"{label}.log", self.redis_url, label)
+    def _start(self, argv: list[str], label: str, extra_env: dict[str, str] | None = None) -> RubyProcess:
+        process = RubyProcess(argv, self.directory / f"{label}.log", self.redis_url, label, extra_env)
         self.started.append(process)
         return process
 

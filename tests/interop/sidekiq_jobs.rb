@@ -6,7 +6,7 @@ require_relative "boot"
 
 # Poll `schedule` and `retry` about every second (0.5-1.5 s) from the start; the default is
 # 5 s x number of processes, after a 10 s initial wait.
-Sidekiq.options[:poll_interval_average] = 1
+Sidekiq.configure_server { |config| Interop.set_option(config, :poll_interval_average, 1) }
 
 module Interop
   def self.record(counts_key, key, fact)
@@ -36,7 +36,8 @@ class RubySlowJob
     Sidekiq.redis { |conn| conn.hincrby("t:ruby:starts", key.to_s, 1) }
     deadline = Time.now + seconds.to_f
     until Time.now >= deadline
-      break if Sidekiq.redis { |conn| conn.exists?("t:ruby:release") }
+      # GET, not EXISTS?: redis-client (Sidekiq 7) has no `exists?`, and redis-rb's `exists` warns.
+      break if Sidekiq.redis { |conn| conn.get("t:ruby:release") }
       sleep 0.1
     end
     Interop.record("t:ruby:counts", key, "class" => self.class.name, "jid" => jid, "args" => [key, seconds])
@@ -78,4 +79,17 @@ end
 
 Sidekiq.configure_server do |config|
   config.server_middleware { |chain| chain.add InteropBounceRecorder }
+end
+
+# INTEROP_CAPSULE=name:queue:concurrency adds a Sidekiq 7 capsule with its own threads on one queue
+# (tests/interop/helpers.py, RubyFleet.sidekiq(capsule=...)); 6.x has no capsules and refuses it.
+if (spec = ENV["INTEROP_CAPSULE"]) && Sidekiq.server?
+  abort("INTEROP_CAPSULE needs Sidekiq 7 (capsules), this is #{Sidekiq::VERSION}") unless Interop.sidekiq7?
+  name, queue, concurrency = spec.split(":")
+  Sidekiq.configure_server do |config|
+    config.capsule(name) do |capsule|
+      capsule.concurrency = Integer(concurrency)
+      capsule.queues = [queue]
+    end
+  end
 end

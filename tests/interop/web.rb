@@ -38,10 +38,17 @@ when "check"
   Interop.dump("pages" => pages)
 when "serve"
   require "webrick"
-  require "rack/handler/webrick"
+  # Rack 3 moved the server handlers out to the rackup gem (Rackup::Handler); Rack 2 still has them.
+  handler = begin
+    require "rackup/handler/webrick"
+    Rackup::Handler::WEBrick
+  rescue LoadError
+    require "rack/handler/webrick"
+    Rack::Handler::WEBrick
+  end
   port = Integer(ARGV.shift)
   $stdout.sync = true
-  Rack::Handler::WEBrick.run(APP, Host: "127.0.0.1", Port: port, AccessLog: [],
+  handler.run(APP, Host: "127.0.0.1", Port: port, AccessLog: [],
     Logger: WEBrick::Log.new($stderr, WEBrick::Log::WARN),
     StartCallback: -> { puts "listening on 127.0.0.1:#{port}" })
 else

@@ -16,6 +16,7 @@ SERIAL_GROUPS = {
     "tests.test_interop_ruby_client": "interop",
     "tests.test_interop_sidekiq_reads_djwork": "interop",
     "tests.test_interop_sidekiq_server": "interop",
+    "tests.test_interop_sidekiq_web_browser": "interop-web",
     "tests.chaos.test_chaos": "chaos",
 }
 BROWSER_PACKAGE = "tests.browser."
