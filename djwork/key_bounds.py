@@ -35,6 +35,8 @@ _PLACEHOLDERS = {
     "YYYY-MM-DD": r"\d{4}-\d\d-\d\d",
     "YYYYMMDD": r"\d{8}",
     "YYMMDD": r"\d{6}",
+    "DD": r"\d\d",
+    "HH": r"\d\d",
     "H:MM": r"\d{1,2}:\d\d",
     "H:M": r"\d{1,2}:\d",
 }
@@ -156,6 +158,8 @@ BOUNDS: tuple[KeyBound, ...] = (
     KeyBound("j|YYMMDD|H:MM", TIME, ttl="8 h"),
     KeyBound("j|YYMMDD|H:M", TIME, ttl="72 h"),
     KeyBound("h|<Class>-<D>-<H>:<M>", TIME, ttl="8 h"),
+    KeyBound("j|YYYYMMDD|<H>:<M>", TIME, ttl="8 h"),  # Sidekiq 7's names for the same minute
+    KeyBound("<Class>-DD-HH:<M>", TIME, ttl="8 h"),
     KeyBound("YYYYMMDD-marks", TIME, ttl="90 days"),
     KeyBound("deploylock-<label>", INCIDENT, ttl="60 s"),
     KeyBound("djwork:metrics:totals", CLASS),

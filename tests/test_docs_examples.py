@@ -135,6 +135,8 @@ def _check_command(words: list[str], where: str) -> None:
             assert (ROOT / rest[0]).exists(), f"{where}: {rest[0]} does not exist"
         else:
             assert tool in EXTERNAL_PROGRAMS, f"{where}: unknown program {program!r}"
+    elif program.startswith(".ci/"):
+        assert (ROOT / program).is_file(), f"{where}: {program} does not exist"
     else:
         assert program in EXTERNAL_PROGRAMS, f"{where}: unknown program {program!r}"
     if program == "gunicorn" and "-c" in words:
