@@ -145,7 +145,11 @@ def loads(raw: str | bytes) -> dict[str, Any]:
                                f"{error.start})") from error
     try:
         job = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as error:
+        if str(error).startswith("depth limit exceeded"):
+            # Refused on every Python alike: 3.11's stdlib reader raises RecursionError on it, 3.13's reads it,
+            # and a job that deep fails later anyway, in the orjson writes of its history and result.
+            raise PayloadError(f"payload is nested too deep for a JSON reader ({error})") from error
         try:
             job = json.loads(raw)
         except (ValueError, TypeError) as error:
