@@ -4,6 +4,7 @@ sorted and paged, class page, queues page, all readable at 390 px. Screenshots i
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import orjson
@@ -66,9 +67,12 @@ def test_classes_page_with_chart_deploy_mark_and_sorting(cluster, recorded, admi
     assert rows.count() == 25 and "Page 1 of 2" in page.locator(".pager").inner_text()
     assert rows.first.get_attribute("data-class") == "app.jobs.rebuild_search_index_for_every_tenant"
     shoot(page, screenshots, "metrics-01-classes")
+    # Each click loads a new page: read it once loaded, or the old page (or none yet) answers the count.
     page.click("#metrics-classes th >> text=Failed")
+    page.wait_for_url(re.compile(r"sort=failed"))
     assert rows.first.get_attribute("data-class") == "app.jobs.sync_crm"
     page.click(".periods >> text=24h")
+    page.wait_for_url(re.compile(r"period=24h"))
     assert page.locator(".mchart polyline.mline").count() == 5
 
 
