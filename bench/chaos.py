@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from djwork.testing.redis_server import RedisServer  # noqa: E402
+from tests.support import private_redis  # noqa: E402
 
 
 class Skipped(Exception):
@@ -110,7 +111,8 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated scenario names (default: all)")
     args = parser.parse_args()
     server = RedisServer().start()
-    os.environ["DJWORK_TEST_REDIS_URL"] = server.url
+    os.environ[private_redis.URL_ENV] = server.url
+    os.environ[private_redis.OWNER_ENV] = private_redis.this_pytest_process()  # ours: the suite's settings keep it
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     import django
 

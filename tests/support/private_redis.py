@@ -5,8 +5,8 @@ each must have a server of its own, or two tests running at once would flush
 each other's keys. The environment says whose server DJWORK_TEST_REDIS_URL
 is (OWNER_ENV): a process started by a test (runworkers, runserver, Ruby)
 inherits both from its pytest process and uses that server; an xdist worker
-that inherited another process's server (its controller's, or a URL set by
-hand) starts its own instead. Without xdist a URL set by hand is used as given.
+that inherited another process's server (its controller's) starts its own
+instead, and so does any process given a URL set by hand, with no owner.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ def this_pytest_process() -> str:
 
 
 def needs_own_server() -> bool:
-    if not os.environ.get(URL_ENV):
+    # A URL comes with its owner only when a test process (or bench/chaos.py) started that server: one
+    # exported by hand, with no owner, is never used, since every test flushes the server it is given.
+    if not os.environ.get(URL_ENV) or not os.environ.get(OWNER_ENV):
         return True
     # Only an xdist worker can hold a server that is not its own (its controller's, or one set by
     # hand); any other process uses the one it was given, so a subprocess started with a trimmed
