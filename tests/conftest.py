@@ -11,6 +11,7 @@ import redis as redis_py
 
 from djwork import redis as redis_layer
 from djwork.redis import RedisEvent
+from djwork.testing.redis_server import RedisServer
 
 # Fixtures shared by many modules, registered once here: a test module never imports them.
 pytest_plugins = ["tests.helpers_worker", "tests.interop.helpers", "tests.support.selection",
@@ -59,3 +60,13 @@ def events() -> Iterator[list[RedisEvent]]:
     redis_layer.add_listener(seen.append)
     yield seen
     redis_layer.remove_listener(seen.append)
+
+
+@pytest.fixture
+def own_redis(tmp_path) -> Iterator[RedisServer]:
+    """A private server this test may kill and restart (restart() keeps the port), stopped after it."""
+    server = RedisServer(directory=str(tmp_path / "redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

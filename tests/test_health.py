@@ -12,7 +12,6 @@ import redis as redis_py
 from django.test import override_settings
 
 from djwork.conf import get_config
-from djwork.testing.redis_server import RedisServer
 from djwork.worker.health import HealthServer, port_open
 from djwork.worker.launcher import Launcher
 from tests.helpers_worker import free_port, http_get, identities, wait_until
@@ -106,16 +105,6 @@ def test_the_launcher_closes_its_port_even_when_teardown_steps_fail(raw_redis, r
 
 
 # --- a real worker through a Redis outage ------------------------------------------------------
-@pytest.fixture
-def own_redis(tmp_path):
-    """A private server this test may kill and restart (restart() keeps the port)."""
-    server = RedisServer(directory=str(tmp_path / "redis")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _last_beat_age(port: int) -> float:
     """Seconds since the worker's last good beat, from /ready's body once it names it (else 0)."""
     match = re.search(r"last heartbeat (\d+\.\d)s ago", http_get(port, "/ready")[1])

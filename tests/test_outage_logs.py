@@ -26,15 +26,6 @@ def _records(log: str) -> list[str]:
     return [match.group(0) for match in RECORD.finditer(log)]
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    server = RedisServer(directory=str(tmp_path / "redis")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _push_naps(client: redis_py.Redis, count: int, seconds: float) -> list[str]:
     jobs = [payload.build("tests.outage_jobs.nap", [seconds], None) for _ in range(count)]
     client.sadd("queues", "default")
