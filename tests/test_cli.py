@@ -14,7 +14,7 @@ import djwork
 from djwork import api, keys, limiter
 from tests import batch_jobs
 from tests.browser import seed
-from tests.support.cli import Terminal, cli
+from tests.support.cli import Terminal, cli, documented_fields
 
 DEAD_CLASS = "Billing::Invoice"
 
@@ -375,3 +375,37 @@ def test_revoke_removes_a_waiting_job_and_result_reads_revoked(raw_redis):
     result = cli("result", job["jid"], "--json").object()
     assert (result["state"], result["ready"]) == ("REVOKED", True)
     assert cli("result", "bad jid").code == 2
+
+
+# --- the documented JSON ---------------------------------------------------------------------------------
+def test_every_verbs_json_has_exactly_the_fields_docs_cli_md_lists(raw_redis):
+    documented = documented_fields()
+    seed.process(raw_redis, "web:1:aa", busy_jobs=[seed.job()])
+    queued = seed.job()
+    seed.push(raw_redis, queued)
+    (dead,) = dead_jobs(raw_redis, DEAD_CLASS, 1)
+    seed.history(raw_redis, jid=dead["jid"], status="dead")
+    raw_redis.set(keys.unique("d1g3st"), queued["jid"], ex=600)
+    raw_redis.hset(time.strftime("j|%y%m%d|%-H:%M", time.gmtime()), "A|p", 1)
+    with limiter.window("cli-mail", 5, "minute").within_limit():
+        pass
+    batch = djwork.Batch(description="docs")
+    with batch.jobs():
+        batch_jobs.member.delay("a")
+    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": PERIODIC}):
+        looking = {"status": ["status"], "processes": ["processes"], "queues": ["queues"], "jobs": ["jobs", "dead"],
+                   "job": ["job", dead["jid"]], "history": ["history"], "periodic": ["periodic"],
+                   "limits": ["limits"], "batches": ["batches"], "batch": ["batch", "--", batch.bid],
+                   "locks": ["locks"], "result": ["result", dead["jid"]], "metrics": ["metrics"]}
+        acting = {"retry": ["retry", "dead", dead["jid"]], "quiet": ["quiet", "web:1:aa"], "pause": ["pause", "low"],
+                  "periodic run": ["periodic", "run", "nightly"], "limit reset": ["limit", "reset", "cli-mail"],
+                  "lock release": ["lock", "release", "d1g3st"], "revoke": ["revoke", queued["jid"]],
+                  "batch invalidate": ["batch", "--", "invalidate", batch.bid]}
+        assert set(documented) == set(looking) | set(acting), "docs/cli.md lists a verb this test does not run"
+        for verb, args in {**looking, **acting}.items():
+            extra = ["--yes"] if verb in acting else []
+            split = args.index("--") if "--" in args else len(args)
+            objects = cli(*args[:split], "--json", *extra, *args[split:]).objects()
+            assert objects, f"{verb} printed no JSON"
+            for value in objects:
+                assert list(value) == documented[verb], f"{verb}: {list(value)} != docs/cli.md's {documented[verb]}"

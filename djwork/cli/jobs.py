@@ -16,6 +16,7 @@ from djwork.cli.queues import queue_name
 
 SETS: dict[str, type[api.JobSet]] = {"retry": api.RetrySet, "retries": api.RetrySet,
                                      "scheduled": api.ScheduledSet, "dead": api.DeadSet}
+BACKTRACE_SHOWN = 20  # lines of a stored backtrace in the text view; --json has it whole
 SET_NAMES = {api.RetrySet: "retry", api.ScheduledSet: "scheduled", api.DeadSet: "dead"}
 
 
@@ -117,12 +118,14 @@ def run_job(ctx: Context) -> int:
     else:
         ctx.say(f"Job {found.jid}: {found.where}" + (f" ({when(found.at)} UTC)" if found.at else ""))
         ctx.say(f"  class    {job.display_class}\n  queue    {job.queue}\n  args     {_short(job.args_text, 200)}")
-        ctx.say(f"  enqueued {when(job.enqueued_at)} ({ago(job.enqueued_at)})")
+        if job.enqueued_at:
+            ctx.say(f"  enqueued {when(job.enqueued_at)} ({ago(job.enqueued_at)})")
         if job.retry_count is not None:
             ctx.say(f"  retries  {job.retry_count}")
         if job.error_class:
             ctx.say(f"  error    {job.error_class}: {job.error_message}")
-            ctx.say("\n".join(f"           {line}" for line in (_backtrace(job) or [])[:20]))
+            for line in (_backtrace(job) or [])[:BACKTRACE_SHOWN]:
+                ctx.say(f"           {line}")
         for problem in job.problems:
             ctx.say(f"  problem  {problem}")
         ctx.say("\nPayload:\n" + job.pretty)
