@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from django.core.management import CommandError, call_command
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "cli.md"
 FIELDS_LINE = re.compile(r"^JSON fields of `([a-z ]+)`[^:]*: (.+)$", re.MULTILINE)
 
 
@@ -54,3 +57,17 @@ def cli(*args: str, stdin: io.StringIO | None = None) -> Outcome:
 def documented_fields() -> dict[str, list[str]]:
     """verb -> the JSON field names docs/cli.md lists for it (a line "JSON fields of `verb`: `a`, `b`")."""
     return {verb: re.findall(r"`([a-z_]+)`", names) for verb, names in FIELDS_LINE.findall(DOC.read_text())}
+
+
+def command_line(*args: str) -> list[str]:
+    """``python manage.py djwork *args``, for a test that runs it as a process of its own."""
+    return [sys.executable, "manage.py", "djwork", *args]
+
+
+def command_env(**overrides: Any) -> dict[str, str]:
+    """The environment a worker test's processes get (tests.settings_worker), with ``overrides`` in DJWORK."""
+    env = dict(os.environ)
+    env.update(DJANGO_SETTINGS_MODULE="tests.settings_worker", DJWORK_TEST_OVERRIDES=json.dumps(overrides),
+               PYTHONUNBUFFERED="1")
+    env.pop("REDIS_URL", None)
+    return env
