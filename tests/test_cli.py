@@ -409,3 +409,12 @@ def test_every_verbs_json_has_exactly_the_fields_docs_cli_md_lists(raw_redis):
             assert objects, f"{verb} printed no JSON"
             for value in objects:
                 assert list(value) == documented[verb], f"{verb}: {list(value)} != docs/cli.md's {documented[verb]}"
+
+
+def test_djangos_options_work_after_the_verb_and_a_bad_interval_is_refused(raw_redis):
+    seed.push(raw_redis, seed.job())
+    after = cli("queues", "--json", "-v", "2", "--settings", "tests.settings")
+    assert after.code == 0 and [row["size"] for row in after.objects()] == [1]
+    for bad in ("0", "-1", "nan", "soon"):
+        refused = cli("status", "--watch", "--interval", bad)
+        assert refused.code == 2 and "--interval" in refused.err

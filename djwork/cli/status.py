@@ -16,7 +16,7 @@ from typing import Any
 from djwork import api
 from djwork.api.health import Health
 from djwork.cli.output import ATTENTION, OK, Context, plural, seconds_text, table, when
-from djwork.cli.parsing import looking
+from djwork.cli.parsing import interval, looking
 from djwork.conf import get_config
 from djwork.redis_url import public_location
 
@@ -131,5 +131,5 @@ def watch(ctx: Context, interval: float) -> int:
 def register(verbs: Any) -> None:
     parser = looking(verbs, "status", run, "processes, busy, queues, sets, Redis, warnings (exit 1 if any)")
     parser.add_argument("--watch", "-w", action="store_true", help="refresh in place until Ctrl-C")
-    parser.add_argument("--interval", "-n", type=float, default=2.0, metavar="SECONDS",
+    parser.add_argument("--interval", "-n", type=interval, default=2.0, metavar="SECONDS",
                         help="seconds between refreshes with --watch (default 2)")
