@@ -14,19 +14,19 @@ def test_select_entries_matches_class_or_text_and_says_how_far_it_looked(raw_red
     for n, job in enumerate([*wanted, other]):
         seed.zadd(raw_redis, "dead", job, time.time() - n)
     chosen = api.select_entries(api.DeadSet(), klass="Billing::Invoice")
-    assert {entry.jid for entry in chosen.items} == {job["jid"] for job in wanted} and chosen.complete
-    assert [entry.jid for entry in api.select_entries(api.DeadSet(), term="INVOICE@").items] == [other["jid"]]
+    assert {entry.jid for entry in chosen.entries} == {job["jid"] for job in wanted} and chosen.complete
+    assert [entry.jid for entry in api.select_entries(api.DeadSet(), term="INVOICE@").entries] == [other["jid"]]
     bounded = api.select_entries(api.DeadSet(), klass="Billing::Invoice", scan_max=2)
-    assert (len(bounded.items), bounded.scanned, bounded.total, bounded.complete) == (2, 2, 4, False)
+    assert (len(bounded.entries), bounded.scanned, bounded.total, bounded.complete) == (2, 2, 4, False)
     limited = api.select_entries(api.DeadSet(), klass="Billing::Invoice", limit=1)
-    assert len(limited.items) == 1 and limited.limit_reached and not limited.complete
+    assert len(limited.entries) == 1 and limited.limit_reached and not limited.complete
 
 
 def test_act_on_skips_an_entry_that_left_meanwhile_and_acts_on_the_rest(raw_redis):
     jobs = [seed.failed(seed.job("Billing::Invoice", args=[n])) for n in range(2)]
     for job in jobs:
         seed.zadd(raw_redis, "dead", job, time.time())
-    entries = api.select_entries(api.DeadSet(), klass="Billing::Invoice").items
+    entries = api.select_entries(api.DeadSet(), klass="Billing::Invoice").entries
     raw_redis.zrem("dead", entries[0].job.member)  # another operator got there first
     outcome = api.act_on(api.DeadSet(), entries, "retry")
     assert outcome.done == 1 and len(outcome.problems) == 1 and "no longer in dead" in outcome.problems[0]
@@ -38,7 +38,7 @@ def test_select_queue_jobs_reads_the_queue_newest_first(raw_redis):
     for job in jobs:
         seed.push(raw_redis, job)
     chosen = api.select_queue_jobs(api.Queue("default"), klass="A")
-    assert [job.jid for job in chosen.items] == [jobs[3]["jid"], jobs[1]["jid"]] and chosen.complete
+    assert [job.jid for job in chosen.entries] == [jobs[3]["jid"], jobs[1]["jid"]] and chosen.complete
 
 
 def test_find_job_in_each_place_with_its_runs(raw_redis):

@@ -71,7 +71,8 @@ __all__ += ["Revoked", "RevokedJob"]
 
 # One job by jid, and bulk actions on a chosen part of a set (manage.py djwork, docs/cli.md).
 from djwork.api.job_lookup import JobWhereabouts, find_job  # noqa: E402
-from djwork.api.selection import BulkOutcome, Selection, act_on, select_entries, select_queue_jobs  # noqa: E402
+from djwork.api.selection import BulkOutcome, act_on, select_entries, select_queue_jobs  # noqa: E402
+from djwork.api.sorted_sets import SearchResult  # noqa: E402
 
-__all__ += ["BulkOutcome", "JobWhereabouts", "Selection", "act_on", "find_job", "select_entries",
+__all__ += ["BulkOutcome", "JobWhereabouts", "SearchResult", "act_on", "find_job", "select_entries",
             "select_queue_jobs"]

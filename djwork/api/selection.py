@@ -10,18 +10,15 @@ left alone, because it was not in the count that was confirmed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
 
 from djwork.api.errors import NotRetryable, StaleEntry
 from djwork.api.queues import Queue
 from djwork.api.records import JobRecord
-from djwork.api.sorted_sets import JobSet, SortedEntry
+from djwork.api.sorted_sets import JobSet, SearchResult, SortedEntry
 
 SCAN_MAX = 100_000  # entries a selection reads before it stops (and says so): a bound on one command's work
-BATCH = 500  # entries per round trip
+BATCH = 500  # a queue's jobs per round trip
 ACTIONS = ("retry", "add_to_queue", "delete", "kill")
-
-T = TypeVar("T")
 
 
 def matches(job: JobRecord, klass: str = "", term: str = "") -> bool:
@@ -31,41 +28,16 @@ def matches(job: JobRecord, klass: str = "", term: str = "") -> bool:
     return not term or job.contains(term.strip().lower())
 
 
-@dataclass(frozen=True)
-class Selection(Generic[T]):
-    """The chosen items, and how far the walk got: ``scanned`` of ``total`` entries."""
-
-    items: list[T]
-    scanned: int
-    total: int
-    limit_reached: bool = False
-
-    @property
-    def complete(self) -> bool:
-        """Whether every entry was looked at (no bound stopped the walk)."""
-        return self.scanned >= self.total and not self.limit_reached
-
-
 def select_entries(job_set: JobSet, klass: str = "", term: str = "", limit: int | None = None,
-                   scan_max: int = SCAN_MAX) -> Selection[SortedEntry]:
+                   scan_max: int = SCAN_MAX) -> SearchResult[SortedEntry]:
     """The set's entries matching ``klass`` and ``term``, in the set's display order."""
-    total = job_set.size()
-    found: list[SortedEntry] = []
-    scanned, number = 0, 1
-    while scanned < min(total, scan_max) and (limit is None or len(found) < limit):
-        batch = job_set.page(number, BATCH).items
-        if not batch:
-            break
-        batch = batch[:scan_max - scanned]
-        scanned += len(batch)
-        number += 1
-        found.extend(entry for entry in batch if matches(entry.job, klass, term))
-    limited = limit is not None and len(found) >= limit
-    return Selection(found[:limit] if limit is not None else found, scanned, total, limited)
+    # Without a limit, one more than can be scanned: "limit reached" must never cut an exhaustive walk short.
+    return job_set.select(lambda entry: matches(entry.job, klass, term), limit=scan_max + 1 if limit is None
+                          else limit, scan_max=scan_max)
 
 
 def select_queue_jobs(queue: Queue, klass: str = "", term: str = "", limit: int | None = None,
-                      scan_max: int = SCAN_MAX) -> Selection[JobRecord]:
+                      scan_max: int = SCAN_MAX) -> SearchResult[JobRecord]:
     """The queue's jobs matching ``klass`` and ``term``, newest first (as the Queue page lists them)."""
     total = queue.size()
     found: list[JobRecord] = []
@@ -78,7 +50,7 @@ def select_queue_jobs(queue: Queue, klass: str = "", term: str = "", limit: int 
         number += 1
         found.extend(job for job in batch if matches(job, klass, term))
     limited = limit is not None and len(found) >= limit
-    return Selection(found[:limit] if limit is not None else found, scanned, total, limited)
+    return SearchResult(found[:limit] if limit is not None else found, scanned, total, limited)
 
 
 @dataclass
@@ -102,5 +74,4 @@ def act_on(job_set: JobSet, entries: list[SortedEntry], action: str) -> BulkOutc
     return outcome
 
 
-__all__ = ["ACTIONS", "BulkOutcome", "Selection", "act_on", "matches", "select_entries",
-           "select_queue_jobs"]
+__all__ = ["ACTIONS", "BulkOutcome", "SearchResult", "act_on", "matches", "select_entries", "select_queue_jobs"]

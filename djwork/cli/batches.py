@@ -10,7 +10,7 @@ from djwork import api
 from djwork.api.batches import KINDS
 from djwork.cli.confirm import confirm
 from djwork.cli.output import OK, Context, Failure, plural, table, when
-from djwork.cli.parsing import looking, positive
+from djwork.cli.parsing import looking, positive_int
 
 BID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")  # as djwork.Batch makes them (docs/batches.md)
 JIDS_SHOWN = 50
@@ -103,7 +103,7 @@ def register(verbs: Any) -> None:
     parser.add_argument("--search", default="", metavar="TEXT", help="description contains TEXT (any case)")
     parser.add_argument("--kind", choices=KINDS, default="batch",
                         help="batch (djwork.Batch's, the default), canvas (a canvas's steps) or all")
-    parser.add_argument("--limit", type=positive, default=25, help="batches shown at most (default 25)")
+    parser.add_argument("--limit", type=positive_int, default=25, help="batches shown at most (default 25)")
     parser = looking(verbs, "batch", run_batch, "one batch (`batch BID`), or `batch invalidate BID`")
     # A bid may start with "-" (djwork.Batch makes them with secrets.token_urlsafe): `batch -- -Xy3...`.
     parser.add_argument("words", nargs="+", metavar="[invalidate] BID",

@@ -8,7 +8,7 @@ from djwork import api
 from djwork.api.history import STATUSES
 from djwork.cli.jobs import run_json
 from djwork.cli.output import OK, Context, table, when
-from djwork.cli.parsing import looking, positive
+from djwork.cli.parsing import looking, positive_int
 
 
 def run_history(ctx: Context) -> int:
@@ -34,4 +34,4 @@ def register(verbs: Any) -> None:
     parser.add_argument("--class", dest="klass", default="", metavar="TEXT", help="class contains TEXT (any case)")
     parser.add_argument("--status", choices=STATUSES, help="only runs that ended so")
     parser.add_argument("--queue", default="", help="only runs from this queue")
-    parser.add_argument("--limit", type=positive, default=50, help="runs shown at most (default 50)")
+    parser.add_argument("--limit", type=positive_int, default=50, help="runs shown at most (default 50)")

@@ -45,10 +45,10 @@ def run_action(ctx: Context) -> int:
         entries, what = [entry], f"job {jid} ({entry.job.display_class})"
     else:
         selection = api.select_entries(where, klass, term)
-        if not selection.items:
+        if not selection.entries:
             ctx.say(f"No job in {name} matches: nothing to do.")
             return _report(ctx, verb, name, api.BulkOutcome())
-        entries = selection.items
+        entries = selection.entries
         what = plural(len(entries)) + _filters_text(klass, term)
         if not selection.complete:
             what += f" (among the first {selection.scanned:,} of {selection.total:,}: run it again for the rest)"

@@ -11,7 +11,7 @@ from typing import Any
 from djwork import api
 from djwork.api.records import decode_backtrace
 from djwork.cli.output import ATTENTION, OK, Context, ago, table, when
-from djwork.cli.parsing import looking, positive
+from djwork.cli.parsing import looking, positive_int
 from djwork.cli.queues import queue_name
 
 SETS: dict[str, type[api.JobSet]] = {"retry": api.RetrySet, "retries": api.RetrySet,
@@ -57,24 +57,15 @@ def run_jobs(ctx: Context) -> int:
     where = target(ctx.options["target"])
     klass, term, limit = ctx.options["klass"], ctx.options["search"], ctx.options["limit"]
     filtered = bool(klass or term)
-    if isinstance(where, api.Queue):
-        if filtered:
-            selection = api.select_queue_jobs(where, klass, term, limit)
-            records, total, complete = selection.items, selection.total, selection.complete
-        else:
-            page = where.jobs(1, limit)
-            records, total, complete = page.items, page.total, True
-        rows = [(job, None) for job in records]
-        place = "queued"
+    in_queue = isinstance(where, api.Queue)
+    if filtered:
+        chosen = (api.select_queue_jobs if in_queue else api.select_entries)(where, klass, term, limit)
+        found, total, complete = chosen.entries, chosen.total, chosen.complete
     else:
-        if filtered:
-            chosen = api.select_entries(where, klass, term, limit)
-            entries, total, complete = chosen.items, chosen.total, chosen.complete
-        else:
-            page = where.page(1, limit)
-            entries, total, complete = page.items, page.total, True
-        rows = [(entry.job, entry) for entry in entries]
-        place = SET_NAMES[type(where)]
+        page = where.jobs(1, limit) if in_queue else where.page(1, limit)
+        found, total, complete = page.items, page.total, True
+    rows = [(job, None) for job in found] if in_queue else [(entry.job, entry) for entry in found]
+    place = "queued" if in_queue else SET_NAMES[type(where)]
     if ctx.json:
         ctx.emit_lines(job_json(job, place, entry) for job, entry in rows)
         return OK
@@ -161,6 +152,6 @@ def register(verbs: Any) -> None:
     parser.add_argument("target", help="retry, scheduled, dead, or a queue name (queue:NAME for a queue "
                                        "called like a set)")
     add_filters(parser)
-    parser.add_argument("--limit", type=positive, default=25, help="jobs shown at most (default 25)")
+    parser.add_argument("--limit", type=positive_int, default=25, help="jobs shown at most (default 25)")
     parser = looking(verbs, "job", run_job, "one job: where it is now, its payload, error and runs")
     parser.add_argument("jid")

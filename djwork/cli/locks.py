@@ -7,7 +7,7 @@ from typing import Any
 from djwork import api
 from djwork.cli.confirm import confirm
 from djwork.cli.output import OK, Context, seconds_text, table
-from djwork.cli.parsing import acting, looking, positive
+from djwork.cli.parsing import acting, looking, positive_int
 
 
 def lock_json(lock: api.UniqueLock) -> dict[str, Any]:
@@ -58,7 +58,7 @@ def run_release(ctx: Context) -> int:
 
 def register(verbs: Any) -> None:
     parser = looking(verbs, "locks", run_locks, "every unique job's lock: who holds it and where that job is")
-    parser.add_argument("--limit", type=positive, default=100, help="locks shown at most (default 100)")
+    parser.add_argument("--limit", type=positive_int, default=100, help="locks shown at most (default 100)")
     parser = acting(verbs, "lock", run_release, "release a unique lock: `lock release DIGEST`")
     parser.add_argument("action", choices=["release"], help="release (the one action)")
     parser.add_argument("digest", help="the lock's digest (see `locks`)")

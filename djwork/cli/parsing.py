@@ -9,6 +9,9 @@ from typing import Any
 
 from djwork.cli.output import Context
 
+# Re-exported for the verbs' --limit: runworkers -c's rule, a whole number of 1 or more.
+from djwork.management.commands.runworkers import positive_int
+
 Run = Callable[[Context], int]
 
 
@@ -48,17 +51,6 @@ def acting(verbs: Any, name: str, run: Run, help: str, description: str = "") ->
     return parser
 
 
-def positive(value: str) -> int:
-    """An argparse type: a whole number of 1 or more."""
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"{value!r}: it must be 1 or more")
-    return number
-
-
 def interval(value: str) -> float:
     """An argparse type: seconds between refreshes, at least 0.1 (a tighter loop would only load Redis)."""
     try:
@@ -68,3 +60,6 @@ def interval(value: str) -> float:
     if not seconds >= 0.1 or seconds == float("inf"):
         raise argparse.ArgumentTypeError(f"{value!r}: refresh every 0.1 s or more")
     return seconds
+
+
+__all__ = ["COMMON", "Run", "acting", "django_options", "interval", "looking", "positive_int"]
