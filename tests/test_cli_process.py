@@ -9,8 +9,10 @@ import pty
 import select
 import signal
 import subprocess
+import time
 
 from djwork.testing.redis_server import free_port
+from tests import batch_jobs
 from tests.browser import seed
 from tests.helpers_worker import wait_until
 from tests.support.cli import ROOT, command_env, command_line
@@ -53,6 +55,27 @@ def test_quiet_is_refused_without_a_terminal_then_reaches_the_worker_and_stop_en
     assert_quiet_with_the_beat_that_took_the_signal(raw_redis, identity)
     assert run("stop", identity, "--yes").returncode == 0
     assert worker.wait_exit(30) == 0
+
+
+def test_a_newcomer_retries_every_dead_job_of_one_class_and_the_worker_runs_them_again(workers, raw_redis):
+    other = seed.failed(seed.job("Mail::Send"), count=25)
+    seed.zadd(raw_redis, "dead", other, time.time())
+    workers.start("-q", "default")
+    for key in ("a", "b"):
+        batch_jobs.dies.delay(key)  # retry=0: one run, then dead
+    wait_until(lambda: raw_redis.zcard("dead") == 3, TIMEOUT, "both jobs dead after their first run")
+
+    listed = run("jobs", "dead", "--class", "tests.batch_jobs.dies", "--json")
+    assert sorted(json.loads(line)["args"][0] for line in listed.stdout.splitlines()) == ["a", "b"]
+    refused = run("retry", "dead", "--class", "tests.batch_jobs.dies")
+    assert refused.returncode == 2 and "Retry 2 jobs of class tests.batch_jobs.dies in dead" in refused.stderr
+    retried = run("retry", "dead", "--class", "tests.batch_jobs.dies", "--yes")
+    assert retried.returncode == 0 and retried.stdout == "Retried 2 jobs in dead.\n", retried.stderr
+
+    wait_until(lambda: raw_redis.hgetall(batch_jobs.RUNS) == {b"a": b"2", b"b": b"2"}, TIMEOUT,
+               "each retried job to run a second time")
+    wait_until(lambda: raw_redis.zcard("dead") == 3, TIMEOUT, "both dead again after their second run")
+    assert other["jid"] in {json.loads(raw)["jid"] for raw in raw_redis.zrange("dead", 0, -1)}
 
 
 def test_redis_down_is_one_line_naming_it_without_the_password_and_exit_2():
