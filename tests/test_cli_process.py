@@ -119,3 +119,19 @@ def test_status_watch_under_a_terminal_refreshes_in_place_until_ctrl_c_then_exit
             process.kill()
             process.wait()
         os.close(controller)
+
+
+def test_a_reader_that_leaves_early_ends_the_listing_quietly(raw_redis):
+    pipe = raw_redis.pipeline()
+    for n in range(2000):  # far more JSON than a pipe holds, so the command is still writing when it closes
+        pipe.zadd("dead", {seed.dumps(seed.failed(seed.job(args=[n]))): time.time() - n})
+    pipe.execute()
+    process = subprocess.Popen(command_line("jobs", "dead", "--limit", "2000", "--json"), cwd=ROOT,
+                               env=command_env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    first = process.stdout.readline()
+    process.stdout.close()  # `| head -1`
+    assert json.loads(first)["where"] == "dead"
+    assert process.wait(TIMEOUT) == 0
+    assert process.stderr.read() == b""
+    process.stderr.close()

@@ -9,6 +9,7 @@ mail or a CI log shows what went wrong and where.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -68,6 +69,11 @@ class Command(BaseCommand):
     def _run(self, ctx: Context) -> int:
         try:
             return ctx.options["run"](ctx)
+        except BrokenPipeError:
+            # The reader left (`| head -1`): what it wanted was printed. Later writes and the interpreter's
+            # last flush go nowhere instead of ending in a BrokenPipeError traceback.
+            _silence_stdout()
+            return OK
         except Failure as failure:
             self.stderr.write(f"djwork: {failure}\n")
             return failure.code
@@ -80,3 +86,11 @@ class Command(BaseCommand):
         except (api.ApiError, ValueError) as error:
             self.stderr.write(f"djwork: {' '.join(str(error).split())}\n")
             return ERROR
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # not a real file (a test's StringIO): nothing will flush into a closed pipe
+        pass
