@@ -34,6 +34,14 @@ def set_jids(raw_redis, key: str) -> set[str]:
     return {json.loads(raw)["jid"] for raw in raw_redis.zrange(key, 0, -1)}
 
 
+def contents(raw_redis) -> dict[bytes, object]:
+    """Every key's value, read by its type (DUMP's bytes vary with a hash's internal order)."""
+    read = {b"string": raw_redis.get, b"hash": raw_redis.hgetall, b"set": raw_redis.smembers,
+            b"list": lambda key: raw_redis.lrange(key, 0, -1), b"stream": raw_redis.xrange,
+            b"zset": lambda key: raw_redis.zrange(key, 0, -1, withscores=True)}
+    return {key: read[raw_redis.type(key)](key) for key in raw_redis.scan_iter()}
+
+
 # --- status ---------------------------------------------------------------------------------------
 def test_status_json_has_the_apis_numbers_and_exit_0_when_healthy(raw_redis):
     seed.process(raw_redis, "web:1:aa", queues=["default"], busy_jobs=[seed.job()], concurrency=7)
@@ -418,3 +426,31 @@ def test_djangos_options_work_after_the_verb_and_a_bad_interval_is_refused(raw_r
     for bad in ("0", "-1", "nan", "soon"):
         refused = cli("status", "--watch", "--interval", bad)
         assert refused.code == 2 and "--interval" in refused.err
+
+
+def test_every_acting_verb_refuses_without_yes_on_a_non_terminal_and_writes_nothing(raw_redis):
+    seed.process(raw_redis, "web:1:aa")
+    queued = seed.job()
+    seed.push(raw_redis, queued)
+    (dead,) = dead_jobs(raw_redis, DEAD_CLASS, 1)
+    retrying = seed.failed(seed.job())
+    seed.zadd(raw_redis, "retry", retrying, time.time() + 60)
+    raw_redis.sadd("paused", "low")
+    raw_redis.set(keys.unique("d1g3st"), queued["jid"], ex=600)
+    with limiter.window("cli-mail", 5, "minute").within_limit():
+        pass
+    batch = djwork.Batch(description="refusals")
+    with batch.jobs():
+        batch_jobs.member.delay("a")
+    commands = [("quiet", "web:1:aa"), ("stop", "--all"), ("pause", "default"), ("resume", "low"),
+                ("retry", "dead", dead["jid"]), ("retry", "dead", "--all"), ("delete", "retry", "--all"),
+                ("delete", "default", queued["jid"]), ("kill", "retry", "--class", "HardJob"), ("clear", "default"),
+                ("periodic", "run", "nightly"), ("periodic", "pause", "nightly"), ("limit", "reset", "cli-mail"),
+                ("lock", "release", "d1g3st"), ("batch", "--", "invalidate", batch.bid), ("revoke", queued["jid"])]
+    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": PERIODIC}):
+        before = contents(raw_redis)
+        for command in commands:
+            refused = cli(*command)
+            assert refused.code == 2, (command, refused)
+            assert refused.err.startswith("djwork: refused: ") and refused.out == "", (command, refused)
+        assert contents(raw_redis) == before
