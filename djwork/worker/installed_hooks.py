@@ -23,8 +23,9 @@ from djwork.worker.history import RunHistory
 from djwork.worker.job_start import TrackStarted
 from djwork.worker.limits import LimiterAdmission
 from djwork.worker.lock_ties import LockTies
+from djwork.worker.metrics import ExecutionMetricsHook
 from djwork.worker.outcome import ResultRecords
-from djwork.worker.run_hooks import OK, JobRun, RunHook
+from djwork.worker.run_hooks import RunHook
 from djwork.worker.server_middleware import ServerMiddleware
 from djwork.worker.task_results import DjangoTaskResults
 from djwork.worker.time_limits import TimeLimits
@@ -34,24 +35,6 @@ if TYPE_CHECKING:
     from djwork.worker.history import HistoryRecorder
     from djwork.worker.metrics import ExecutionMetrics
     from djwork.worker.time_limits import TimeLimitWatchdog
-
-
-class _MetricsStopgap(RunHook):
-    # Per-class execution metrics (docs/metrics.md): kept here only until the hook moves next to
-    # ExecutionMetrics, in a change of its own that shows a feature moving without touching the Executor.
-    def __init__(self, metrics: ExecutionMetrics) -> None:
-        self.metrics = metrics
-
-    def after(self, run: JobRun, error: BaseException | None) -> None:
-        if run.target is None:
-            return
-        name = run.payload.get("wrapped") or run.class_name
-        if run.status == OK:
-            self.metrics.record(name, run.elapsed_ms, False)
-        elif run.status == "rescheduled":
-            self.metrics.record_rescheduled(name)
-        elif error is not None:
-            self.metrics.record(name, run.elapsed_ms, True)
 
 
 def installed_hooks(config: Config, identity: str, history: HistoryRecorder, metrics: ExecutionMetrics | None,
@@ -71,6 +54,6 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
         ResultRecords(config),
         PeriodicLockRetake(),
         RunHistory(history),
-        _MetricsStopgap(metrics) if metrics is not None else None,
+        ExecutionMetricsHook(metrics) if metrics is not None else None,
     ]
     return [hook for hook in hooks if hook is not None]
