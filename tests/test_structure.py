@@ -5,7 +5,9 @@
 - no module in djwork/ longer than 400 lines;
 - djwork_dashboard imports nothing from redis-py (djwork.api raises its own errors);
 - the repository stands alone: no citation of documents or code a reader of it can't open;
-- docs/keys.md lists every key djwork/keys.py names.
+- docs/keys.md lists every key djwork/keys.py names;
+- what runs a job (the Executor, a coroutine job, the hook interface) imports no feature: features attach
+  through run hooks (docs/hooks.md).
 """
 
 from __future__ import annotations
@@ -248,3 +250,27 @@ def test_docs_keys_lists_every_key_named_in_keys_py():
     names = {name: value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)}
     missing = [f"{name} = {value!r}" for name, value in sorted(names.items()) if f"`{value}" not in documented]
     assert names and not missing, f"keys in djwork/keys.py that docs/keys.md does not list: {missing}"
+
+
+# What runs a job may import: the job model, the Redis layer and filing, the retry rules, the hook interface.
+# A feature's run-time part is a RunHook in its own module, registered in djwork/worker/installed_hooks.py.
+RUN_CORE_IMPORTS = {
+    "djwork.worker.execution": {
+        "djwork.conf", "djwork.dead", "djwork.jobs", "djwork.key_guard", "djwork.key_types", "djwork.keys",
+        "djwork.payload", "djwork.redis", "djwork.tasks_compat", "djwork.worker.acks",
+        "djwork.worker.coroutine_jobs", "djwork.worker.failure_log", "djwork.worker.fetch",
+        "djwork.worker.process", "djwork.worker.retry", "djwork.worker.run_hooks",
+    },
+    "djwork.worker.coroutine_jobs": {"djwork.worker.process", "djwork.worker.run_hooks"},
+    "djwork.worker.run_hooks": {
+        "djwork.conf", "djwork.task_class", "djwork.worker.acks", "djwork.worker.fetch", "djwork.worker.retry",
+    },
+}
+
+
+def test_what_runs_a_job_imports_no_feature():
+    strays = [str(edge) for module, allowed in RUN_CORE_IMPORTS.items()
+              for edge in imports_of(module) if edge.imported not in allowed]
+    assert not strays, ("the code that runs a job names a feature; make it a RunHook in the feature's own "
+                        "module, registered in djwork/worker/installed_hooks.py (docs/hooks.md):\n  "
+                        + "\n  ".join(strays))
