@@ -99,3 +99,18 @@ def errback_new(request, exc, traceback, tag):
 def lineage(self, previous):
     """Its request's root_id and parent_id, as Celery's self.request carries them."""
     return {"previous": previous, "root_id": self.request.root_id, "parent_id": self.request.parent_id}
+
+
+@djwork.job(bind=True)
+def replaced_by(self, x, how):
+    """Replaces itself (Celery's ``return self.replace(...)``): by a task, a chain or a group."""
+    _note(f"replaced_by {x} {how}")
+    shapes = {"task": add.s(x, 100), "chain": add.s(x, 1) | mul.s(10), "group": djwork.group(add.s(x, 1), add.s(x, 2))}
+    return self.replace(shapes[how])
+
+
+@djwork.job(bind=True)
+def adds_to_chord(self, x):
+    """Adds a member to its chord's header (Celery's ``self.add_to_chord``); returns its own x."""
+    self.add_to_chord(add.s(x, 1000))
+    return x

@@ -80,6 +80,22 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
         assert seen.count(call) == 1, (call, seen)
 
 
+def test_replace_and_add_to_chord_hand_on_the_new_value(workers, raw_redis):
+    by_task = djwork.chain(cj.replaced_by.s(1, "task"), cj.mul.s(2)).delay()
+    by_canvases = djwork.group(cj.replaced_by.s(2, "chain"), cj.replaced_by.s(3, "group")).delay()
+    grown = djwork.chord([cj.adds_to_chord.s(7), cj.add.s(1, 1)])(cj.tsum.s())
+
+    workers.start("-c", "4", overrides={"LOG_JOBS": False})
+
+    assert by_task.get(timeout=30) == 202  # add(1, 100), then mul(101, 2)
+    assert by_canvases.get(timeout=30) == [30, [4, 5]]
+    assert grown.get(timeout=30) == 7 + 2 + 1007  # the added member's result comes last
+    seen = calls(raw_redis)
+    for call in ("replaced_by 1 task", "add 1 100", "mul 101 2", "add 2 1", "mul 3 10", "add 3 1", "add 3 2",
+                 "add 7 1000", "tsum 3"):
+        assert seen.count(call) == 1, (call, seen)
+
+
 def test_a_failure_reraises_the_tasks_own_exception_and_calls_celerys_errbacks_once(workers, raw_redis):
     member = djwork.group(cj.add.s(1, 1), cj.fails.s("member").on_error(cj.errback_old.s())).delay()
     nested = djwork.group(djwork.chain(cj.add.s(2, 2), cj.fails.s()), cj.add.s(3, 3)).delay()

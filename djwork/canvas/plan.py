@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,8 +187,9 @@ def push(entries: list[Any], root_id: str) -> list[collect.Collector]:
     return list(collectors.values())
 
 
-def write(plans: list[Plan], collectors: list[collect.Collector]) -> None:
-    """Every plan's batch, then the first jobs, in one MULTI (pre-made batches exist before any job runs)."""
+def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable[[Any], None] | None = None) -> None:
+    """Every plan's batch, then the first jobs, in one MULTI (pre-made batches exist before any job runs);
+    ``also`` adds its own commands to that MULTI (a replacement's place in the batch it joins)."""
     now = time.time()
     for plan in plans:
         if len(plan.jids) > MAX_KEPT_RESULTS:
@@ -218,6 +220,8 @@ def write(plans: list[Plan], collectors: list[collect.Collector]) -> None:
 
                 # Nothing will end in it (an empty group or chord header): its events are decided now.
                 pipe.execute_command("EVAL", scripts.source("batch_check"), 1, keys.batch(plan.bid))
+        if also is not None:
+            also(pipe)
         return pipe.execute()
 
     # Not replayed after a send (a second MULTI would push every job twice); a failed dial is.
