@@ -1,6 +1,6 @@
-"""Applying a canvas: its batches and first jobs, written in one MULTI.
+"""Writing a canvas: its batches (``Plan``) and first jobs in one MULTI; its jobs' payloads and callbacks.
 
-Every canvas is batches (docs/batches.md) that keep their results:
+Every canvas is batches (docs/batches.md) that keep their results (nesting: nest.py; applying: apply.py):
 
 - a **group** is one batch of its jobs;
 - a **chord** is a batch of its header whose ``success`` callback is the body, with every result in
@@ -29,9 +29,7 @@ from djwork import keys
 from djwork import redis as redis_layer
 from djwork.batches import collect
 from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
-from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
-from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature, as_signature
-from djwork.enqueue import JobRef
+from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
 from djwork.payload import build, dumps
 from djwork.result_record import PAYLOAD_FIELD
 
@@ -80,7 +78,7 @@ def new_bid() -> str:
     return secrets.token_urlsafe(10)
 
 
-def _resolve(name: str) -> Any:
+def resolve_job(name: str) -> Any:
     from djwork.jobs import resolve
 
     return resolve(name)
@@ -92,7 +90,7 @@ def payload_of(sig: Signature, first: Any = None, shape: str | None = None,
     ``fields`` are added to it (a canvas's ``root_id``/``parent_id``, its own result record)."""
     options = {key: value for key, value in sig.options.items() if key not in LINK_OPTIONS}
     args = list(sig.args) if shape in (None, "none") else [first, *sig.args]
-    job = _resolve(sig.task)
+    job = resolve_job(sig.task)
     if job is not None:
         payload, at = job.build_payload(args, dict(sig.kwargs), **options)
     else:
@@ -140,7 +138,7 @@ def takes_request(name: str) -> bool:
     one positional argument (Celery's own test); else it gets the failed task's id."""
     import inspect
 
-    job = _resolve(name)
+    job = resolve_job(name)
     if job is None:
         return False
     kinds = [parameter.kind for parameter in inspect.signature(job.func).parameters.values()]
@@ -226,82 +224,3 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
 
     # Not replayed after a send (a second MULTI would push every job twice); a failed dial is.
     redis_layer.run(run)
-
-
-def _options(options: dict[str, Any], allowed: tuple[str, ...], where: str) -> dict[str, Any]:
-    unknown = set(options) - set(allowed)
-    if unknown:
-        raise CanvasError(f"{where}: unsupported option(s) {sorted(unknown)}")
-    return {key: as_signature(value, f"{where} {key}") for key, value in options.items() if value is not None}
-
-
-def apply_signature(sig: Signature) -> JobRef:
-    """One job; with links, the one member of a batch whose success/death callbacks they are."""
-    if not (sig.options.get("link") or sig.options.get("link_error")):
-        from djwork import client
-
-        payload, at = payload_of(sig)
-        return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
-                      ignored=not payload.get(PAYLOAD_FIELD))
-    from djwork.canvas.nest import Entry, unlinked
-
-    root = Plan(new_bid(), f"canvas: {sig.task} with links", value="one")
-    links(root, sig.options)
-    plain = unlinked(sig)
-    root.jids = [plain.options["jid"]]
-    from djwork import client
-
-    # Its own record follows its own results flag, as a job without links: a ref that assumed one
-    # would read PENDING for ever when results are off (the links get the value through the batch).
-    collector = collect.Collector(root.bid)
-    token = collect.open_block(collector)
-    try:
-        payload, at = payload_of(Entry(plain, root.bid).sig)
-        client.push_reporting(payload, at=at)
-    finally:
-        collect.close_block(token)
-    write([root], [collector])
-    return JobRef(root.jids[0], ignored=not payload.get(PAYLOAD_FIELD))
-
-
-def apply_group(members: list[Any]) -> GroupRef:
-    from djwork.canvas.nest import Compiler
-
-    compiler = Compiler()
-    root = Plan(new_bid(), f"canvas: group of {len(members)}", value="all")
-    entries = [entry for member in members for entry in compiler.member(member, root)]
-    write([root, *compiler.plans], push(entries, compiler.root_id or root.bid))
-    # A member's id is its job's, as Celery's GroupResult lists them (a nested canvas's: its batch's b-<bid>).
-    return GroupRef(root.bid, [compiler.task_ids.get(slot, slot) for slot in root.jids])
-
-
-def apply_chain(node: Any, options: dict[str, Any]) -> ChainRef:
-    """A chain, or a chord (the chain ``[group(header), body]``): one batch per step, nested ones below."""
-    from djwork.canvas.nest import Compiler, steps_of
-
-    nodes, own = steps_of(node)
-    options = {**own, **_options(options, LINK_OPTIONS, "chain")}
-    compiler = Compiler()
-    steps = compiler.chain(nodes, options, None)
-    write(compiler.plans, push(steps[0].entries, compiler.root_id or steps[0].plan.bid))
-    return ChainRef([step.plan.bid for step in steps],
-                    [step.plan.jids[0] if step.kind == "one" else step.plan.bid for step in steps],
-                    last_kind=steps[-1].kind)
-
-
-def apply_chord(node: Any, options: dict[str, Any]) -> ChordRef:
-    chained = apply_chain(node, options)
-    return ChordRef(chained)
-
-
-def call_signature(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``sig()``: the job run as a function in this process (Celery's ``add.s(2, 2)()``)."""
-    job = _resolve(name)
-    if job is None:
-        raise CanvasError(f"{name}: calling a signature runs its job in this process, "
-                          "and no djwork job of that name is registered here")
-    return job(*args, **kwargs)
-
-
-APPLY.update(signature=apply_signature, group=apply_group, chord=apply_chord, chain=apply_chain,
-             call=call_signature)

@@ -148,21 +148,25 @@ class GroupRef:
     join = get
 
     def save(self) -> GroupRef:
-        """Keep this group's ids so ``GroupResult.restore(id)`` finds it from another process (Celery's)."""
-        from djwork.canvas.result_set import save
+        """Keep this group's ids for RESULT_TTL, so ``GroupResult.restore(id)`` finds it in any process (Celery's)."""
+        from djwork.conf import get_config
 
-        return save(self)
+        value = orjson.dumps({"bid": self.bid, "jids": self.jids})
+        ttl = get_config().result_ttl
+        redis_layer.run(lambda conn: conn.set(keys.saved_group(self.id), value, ex=ttl), idempotent=True)
+        return self
 
     @classmethod
     def restore(cls, group_id: str) -> GroupRef | None:
-        from djwork.canvas.result_set import restore
-
-        return restore(group_id)
+        """The group saved under ``group_id`` (None when never saved, or expired)."""
+        raw = redis_layer.run(lambda conn: conn.get(keys.saved_group(group_id)), idempotent=True)
+        if raw is None:
+            return None
+        found = orjson.loads(raw)
+        return cls(found["bid"], list(found["jids"]))
 
     def forget(self) -> None:
-        from djwork.canvas.result_set import forget
-
-        forget(self.id)
+        redis_layer.run(lambda conn: conn.delete(keys.saved_group(self.id)), idempotent=True)
 
     def __len__(self) -> int:
         return len(self.jids)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from djwork import keys
+from djwork import keys, task_class
 from djwork import redis as redis_layer
 from djwork.batches import runtime
 from djwork.canvas import plan as plans
@@ -94,3 +94,6 @@ def add_to_chord(task: Any, sig: Any) -> Any:
     from djwork.results import AsyncResult
 
     return AsyncResult(slot)
+
+
+task_class.CANVAS_VERBS.update(replace=replace, add_to_chord=add_to_chord)

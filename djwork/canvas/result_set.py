@@ -1,9 +1,6 @@
-"""Celery's ``ResultSet`` (results read together) and ``GroupResult.save()`` / ``restore()``.
+"""Celery's ``ResultSet``: any refs with ``.get()`` (``JobRef``, ``AsyncResult``, canvas refs), read in order.
 
-A ``ResultSet`` holds any refs with ``.get()`` (``JobRef``, ``AsyncResult``, canvas refs) and reads
-them in order. ``GroupResult`` is the ref a group returns (djwork/canvas/refs.py ``GroupRef``);
-``save()`` keeps its batch id and jids under ``djwork:saved-group:<id>`` for the results' TTL, so
-another process can ``GroupResult.restore(id)`` it: the results themselves are the batch's.
+(``GroupResult``, what a group returns, is djwork/canvas/refs.py's ``GroupRef``, with ``save()``/``restore()``.)
 """
 
 from __future__ import annotations
@@ -11,12 +8,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
-
-import orjson
-
-from djwork import keys
-from djwork import redis as redis_layer
-from djwork.canvas.refs import GroupRef
 
 
 class ResultSet:
@@ -76,26 +67,3 @@ class ResultSet:
     def revoke(self, **options: Any) -> None:
         for result in self.results:
             result.revoke(**options)
-
-
-def save(ref: GroupRef) -> GroupRef:
-    """Keep the group's ids for ``restore()`` (for RESULT_TTL); returns the ref."""
-    from djwork.conf import get_config
-
-    value = orjson.dumps({"bid": ref.bid, "jids": ref.jids})
-    ttl = get_config().result_ttl
-    redis_layer.run(lambda conn: conn.set(keys.saved_group(ref.id), value, ex=ttl), idempotent=True)
-    return ref
-
-
-def restore(group_id: str) -> GroupRef | None:
-    """The group saved under ``group_id`` (None when never saved, or expired)."""
-    raw = redis_layer.run(lambda conn: conn.get(keys.saved_group(group_id)), idempotent=True)
-    if raw is None:
-        return None
-    found = orjson.loads(raw)
-    return GroupRef(found["bid"], list(found["jids"]))
-
-
-def forget(group_id: str) -> None:
-    redis_layer.run(lambda conn: conn.delete(keys.saved_group(group_id)), idempotent=True)

@@ -9,7 +9,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from djwork.canvas.signature import LINK_OPTIONS, XSTARMAP, CanvasError, Signature, apply, as_signature, task_name
+from djwork.canvas.signature import (
+    APPLY,
+    LINK_OPTIONS,
+    XSTARMAP,
+    CanvasError,
+    Signature,
+    apply,
+    as_signature,
+    task_name,
+)
 
 
 def as_node(value: Any, where: str) -> Any:
@@ -211,3 +220,6 @@ class chunks:
 
     def __call__(self) -> Any:
         return self.apply_async()
+
+
+APPLY["pipe"] = chain  # ``sig | other``: Signature can't import this module (it is imported by it)

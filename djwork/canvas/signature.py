@@ -157,7 +157,7 @@ class Signature(dict):
     def apply(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
               **options: Any) -> Any:
         """Run it now, in this process (Celery's eager ``apply``): an ``EagerResult``."""
-        return apply("eager", self.clone(args, kwargs))
+        return apply("eager", self.clone(args, kwargs, **options))  # link=, link_error= run after it
 
     def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                     **options: Any) -> Any:
@@ -178,9 +178,7 @@ class Signature(dict):
         return self.apply_async().get()
 
     def __or__(self, other: Any) -> Any:
-        from djwork.canvas.shapes import chain
-
-        return chain(self, other)
+        return apply("pipe", self, other)  # a chain (djwork/canvas/shapes.py fills it)
 
 
 def signature(value: Any, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
