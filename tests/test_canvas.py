@@ -155,3 +155,23 @@ def test_a_linked_jobs_ref_follows_its_own_results_flag(raw_redis, settings):
         on.get(timeout=0.1, interval=0.05)
     assert [json.loads(raw).get("djwork_result") for raw in raw_redis.lrange(keys.queue("default"), 0, -1)] == [
         True, None]
+
+
+def test_a_step_before_a_group_pushes_each_member_once_and_nested_values_come_back_in_order(raw_redis):
+    ref = djwork.chain(cj.add.s(1, 2), djwork.group(cj.add.s(10), cj.add.s(1) | cj.mul.s(2))).delay()
+    (first,) = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, first, 3)
+    ack(raw_redis, first)  # the same job's end again (a run after orphan recovery): nothing more
+    plus_ten, plus_one = queued(raw_redis)  # both of the group's first jobs, from one Lua step, once
+    assert (plus_ten["args"], plus_one["args"]) == ([3, 10], [3, 1])
+    assert plus_ten["root_id"] == first["jid"] and plus_ten["parent_id"] == first["jid"]
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, plus_one, 4)
+    (doubled,) = queued(raw_redis)  # the nested chain's next step
+    assert doubled["args"] == [4, 2]
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, doubled, 8)
+    finish(raw_redis, plus_ten, 13)
+    assert queued(raw_redis) == []
+    assert ref.get(timeout=1) == [13, 8]  # the nested chain's value is its last step's, in the group's order
