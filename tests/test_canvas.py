@@ -131,8 +131,6 @@ def test_shapes_djwork_refuses_are_refused_before_anything_is_written(raw_redis)
         cj.add.apply_async((1, 2), link="tests.canvas_jobs.record")
     with pytest.raises(djwork.CanvasError, match="countdown"):
         djwork.chain(cj.add.s(1, 2), cj.add.s(1).set(eta=dt.datetime.now(dt.UTC))).delay()
-    with pytest.raises(djwork.CanvasError, match="link"):
-        djwork.chain(cj.add.s(1, 2), cj.add.s(1).set(link=cj.record.s("x")), cj.mul.s(2)).delay()
     with pytest.raises(djwork.CanvasError, match="group options"):
         djwork.group(cj.add.s(1, 2)).apply_async(queue="low")
     with pytest.raises(djwork.CanvasError, match="empty group"):

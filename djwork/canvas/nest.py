@@ -70,9 +70,35 @@ def steps_of(node: Any) -> tuple[list[Any], dict[str, Any]]:
     if isinstance(node, chain):
         found: list[Any] = []
         for step in node.tasks:
-            found.extend(steps_of(step)[0] if isinstance(step, (chain, chord)) else [step])
+            if isinstance(step, (chain, chord)):
+                inner, options = steps_of(step)
+                found.extend(_carry(inner, options))
+            else:
+                found.append(step)
         return found, dict(node.options)
     return [node], {}
+
+
+def _carry(steps: list[Any], options: dict[str, Any]) -> list[Any]:
+    """An inner chain's own links, kept when it is flattened into the chain around it (Celery keeps them):
+    its ``link_error`` on each of its tasks that has none, its ``link`` on its last step."""
+    errback, link = options.get("link_error"), options.get("link")
+    if errback is None and link is None:
+        return steps
+
+    def with_errback(node: Any) -> Any:
+        if isinstance(node, Signature):
+            return node.clone(link_error=errback) if errback is not None and not node.options.get("link_error") \
+                else node
+        return group(*(with_errback(task) for task in node.tasks)) if isinstance(node, group) else node
+
+    carried = [with_errback(step) for step in steps]
+    if link is not None:
+        if not isinstance(carried[-1], Signature) or carried[-1].options.get("link"):
+            raise CanvasError(f"{link!r}: a link on an inner chain whose last step is a group (or has its own "
+                              "link) is not supported; make the group a chord's header")
+        carried[-1] = carried[-1].clone(link=link)
+    return carried
 
 
 class Compiler:
@@ -122,10 +148,9 @@ class Compiler:
     def step(self, node: Any, index: int, total: int, container: plans.Plan | None) -> Step:
         where = f"canvas: chain step {index + 1}/{total}"
         if isinstance(node, Signature):
-            if node.options.get("link"):
-                raise CanvasError(f"{node!r}: link= on a step inside a chain is not supported (the next step is "
-                                  "its link)")
             own = self.new_plan(f"{where} {node.task}", "one", container)
+            if node.options.get("link") is not None:  # run beside the next step, with the same value
+                plans.links(own, {"link": node.options["link"]})
             sig = self.reserve(node)
             own.jids.append(sig.options["jid"])
             return Step(own, [Entry(sig, own.bid)], "one")
