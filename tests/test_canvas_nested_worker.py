@@ -67,6 +67,7 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
     assert chord_of_chains.get(timeout=30) == 202 + 12
     assert chord_in_chain.get(timeout=30) == (22 + 23) * 10
     assert chain_to_chord.get(timeout=30) == 33 + 64
+    assert (chain_to_chord.state, chain_to_chord.successful(), chain_to_chord.failed()) == ("SUCCESS", True, False)
     assert group_in_chain.get(timeout=30) == 52 + 62
     assert groups_in_group.get(timeout=30) == [[51, 52], 53]
     assert generated.get(timeout=30) == 5010
@@ -74,7 +75,9 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
     assert lineage.get(timeout=30) == {"previous": 81, "root_id": first.id, "parent_id": first.id}
     assert lineage.jids[0] == first.id  # freeze() reserved the id the job ran as
     assert linked_ref.get(timeout=30) == 182
-    assert djwork.GroupResult.restore(saved.id).get(timeout=30) == [96, 97]
+    restored = djwork.GroupResult.restore(saved.id)
+    assert restored.get(timeout=30) == [96, 97]
+    assert [result.get(timeout=30) for result in restored] == [96, 97]  # each member's own AsyncResult
     assert several.get(timeout=30) == [194, [98]]
     assert flattened.get(timeout=30) == 404
     assert step_link.get(timeout=30) == 602
@@ -122,6 +125,7 @@ def test_a_failure_reraises_the_tasks_own_exception_and_calls_celerys_errbacks_o
     for ref in (member, nested, chord, chained):
         with pytest.raises(cj.ExpectedError):
             ref.get(timeout=30)
+    assert chained.failed() and chord.failed() and not chord.successful()
     wait_until(lambda: len(errors(raw_redis)) >= 4, 30, "the four errbacks")
     by_tag = {error["tag"]: error for error in errors(raw_redis)}
     assert sorted(by_tag) == ["chain", "chord-new", "old", "single"]

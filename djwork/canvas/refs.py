@@ -171,10 +171,15 @@ class GroupRef:
     def __len__(self) -> int:
         return len(self.jids)
 
-    def __iter__(self) -> Any:
+    @property
+    def results(self) -> list[Any]:
+        """Each member task's ``AsyncResult`` (a nested canvas member is left out: it has no one id)."""
         from djwork.results import AsyncResult
 
-        return iter([AsyncResult(jid) for jid in self.jids if not jid.startswith("b-")])
+        return [AsyncResult(jid) for jid in self.jids if not jid.startswith("b-")]
+
+    def __iter__(self) -> Any:
+        return iter(self.results)
 
 
 class ChainRef:
@@ -201,6 +206,21 @@ class ChainRef:
         exists, success, _death = _claims([self.bids[-1]])[0]
         return success or not exists or any(claim[2] for claim in _claims(self.bids))
 
+    @property
+    def state(self) -> str:
+        """The last task's state (Celery's AsyncResult of a chain is its last task's): canvas jobs keep a record."""
+        from djwork.results import AsyncResult
+
+        return AsyncResult(self.id).state
+
+    status = state
+
+    def successful(self) -> bool:
+        return self.state == "SUCCESS"
+
+    def failed(self) -> bool:
+        return any(claim[2] for claim in _claims(self.bids))
+
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
         """The last step's return value; a step's death re-raises its exception (the steps after it never run)."""
         died = _wait(self.bids, self.bids[-1], self.bids if propagate else [], timeout, f"chain {self.id}")
@@ -212,30 +232,25 @@ class ChainRef:
         return results if self.last_kind == "all" else results[0]
 
 
-class ChordRef:
+class ChordRef(ChainRef):
     """A chord (the chain of its header's group and its body): ``.get()`` returns the body's result."""
 
     def __init__(self, chained: ChainRef) -> None:
-        self.chain = chained
+        super().__init__(chained.bids, chained.jids, chained.last_kind)
         self.header = GroupRef(chained.bids[0], [])
         self.body_bid = chained.bids[-1]
-        self.id = self.jid = chained.id
 
     def __repr__(self) -> str:
         return f"<ChordRef header {self.header.bid} body {self.body_bid}>"
 
-    def ready(self) -> bool:
-        return self.chain.ready()
-
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
         """The body's return value; a header member's death re-raises its exception (the body never runs),
         or raises ChordError when it left no record."""
-        bids = self.chain.bids
-        died = _wait(bids, bids[-1], bids if propagate else [], timeout, f"chord {self.header.bid}")
+        died = _wait(self.bids, self.bids[-1], self.bids if propagate else [], timeout, f"chord {self.header.bid}")
         if died == self.header.bid:
             raise_failure(died, ChordError(f"chord {self.header.bid}: header job(s) {_died(died)} died; "
                                            "the body did not run"))
         if died is not None:
             raise_failure(died, CanvasError(f"chord {self.header.bid}: its body {self.id} died"))
-        results = results_of(bids[-1])
-        return results if self.chain.last_kind == "all" else results[0]
+        results = results_of(self.bids[-1])
+        return results if self.last_kind == "all" else results[0]
