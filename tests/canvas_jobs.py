@@ -114,3 +114,9 @@ def adds_to_chord(self, x):
     """Adds a member to its chord's header (Celery's ``self.add_to_chord``); returns its own x."""
     self.add_to_chord(add.s(x, 1000))
     return x
+
+
+@djwork.job(bind=True)
+def ids(self, i):
+    """Celery's integration task of the same name: its root_id, its parent_id and its argument."""
+    return [self.request.root_id, self.request.parent_id, i]

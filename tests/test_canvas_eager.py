@@ -34,3 +34,11 @@ def test_freeze_reserves_the_id_the_job_will_run_as():
     frozen = sig.freeze()
     assert frozen is sig and len(frozen.id) == 24 and sig.freeze().id == frozen.id  # reserved once
     assert sig.apply().id == frozen.id
+
+
+def test_freezing_a_canvas_reserves_every_tasks_id():
+    steps = djwork.chain(cj.add.s(1, 2), djwork.group(cj.add.s(1), cj.mul.s(2)), cj.tsum.s()).freeze()
+    assert steps.tasks[0].id and all(task.id for task in steps.tasks[1].tasks)
+    assert steps.id == steps.tasks[-1].id  # the chain's id is its last task's
+    chorded = djwork.chord([cj.add.s(1, 1)], cj.tsum.s()).freeze()
+    assert chorded.header[0].id and chorded.body.id

@@ -60,6 +60,8 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
     deep = djwork.chain(cj.add.si(7, 0), djwork.group(cj.add.si(7, 100), djwork.chain(
         cj.add.si(7, 200), djwork.group(cj.add.si(7, 1000), cj.add.si(7, 2000)))), cj.add.si(7, 10)).delay()
 
+    ids_to_group = (cj.ids.si(1) | cj.ids.si(2) | djwork.group(cj.ids.si(i) for i in (3, 4))).delay()
+
     workers.start("-c", "8", overrides={"LOG_JOBS": False})
 
     assert chain_of_groups.get(timeout=30) == [16, 18]  # [2, 4] -> 6 -> [6 + 10, 6 * 3]
@@ -74,6 +76,10 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
     assert chords_in_group.get(timeout=30) == [123, [71]]
     assert lineage.get(timeout=30) == {"previous": 81, "root_id": first.id, "parent_id": first.id}
     assert lineage.jids[0] == first.id  # freeze() reserved the id the job ran as
+    # Celery's test_parent_ids: a group after two steps; every member's root is the first, its parent the second.
+    root, parent = ids_to_group.parent.parent, ids_to_group.parent
+    assert ids_to_group.get(timeout=30) == [[root.id, parent.id, 3], [root.id, parent.id, 4]]
+    assert parent.get(timeout=30) == [root.id, root.id, 2] and root.get(timeout=30)[2] == 1
     assert linked_ref.get(timeout=30) == 182
     restored = djwork.GroupResult.restore(saved.id)
     assert restored.get(timeout=30) == [96, 97]

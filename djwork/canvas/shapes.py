@@ -48,6 +48,19 @@ def _steps(items: tuple[Any, ...]) -> list[Any]:
     return list(items)
 
 
+def freeze(node: Any) -> Any:
+    """Reserve the id of every task in ``node`` (Celery's ``freeze()``): each job runs with its id. Returns it."""
+    if isinstance(node, Signature):
+        node.freeze()
+    elif isinstance(node, chord):
+        for task in [*node.header, *([node.body] if node.body is not None else [])]:
+            freeze(task)
+    else:
+        for task in node.tasks:
+            freeze(task)
+    return node
+
+
 class chain:
     """``chain(a.s(1), b.s(), c.s())`` or ``a.s(1) | b.s() | c.s()``: each result is the next step's first
     argument. A step may be a group, a chord or a chain (nested canvases, docs/canvas.md)."""
@@ -71,6 +84,15 @@ class chain:
 
     def on_error(self, errback: Any) -> chain:
         return self.set(link_error=errback)
+
+    def freeze(self) -> chain:
+        """Reserve every task's id now; ``.id`` is then the last task's (the chain's, as in Celery)."""
+        return freeze(self)
+
+    @property
+    def id(self) -> str | None:
+        last = self.tasks[-1] if self.tasks else None
+        return last.id if isinstance(last, (Signature, chain)) else None
 
     def link(self, callback: Any) -> Any:
         """Run ``callback`` with the last step's result once the chain succeeded (Celery's ``chain.link``)."""
@@ -115,6 +137,10 @@ class group:
 
     def __repr__(self) -> str:
         return f"group({self.tasks!r})"
+
+    def freeze(self) -> group:
+        """Reserve every member task's id now."""
+        return freeze(self)
 
     def __or__(self, other: Any) -> Any:
         return chord(self.tasks, other)  # Celery upgrades group | task to a chord
@@ -174,6 +200,10 @@ class chord:
 
     def on_error(self, errback: Any) -> chord:
         return self.set(link_error=errback)
+
+    def freeze(self) -> chord:
+        """Reserve every header task's id and the body's now."""
+        return freeze(self)
 
     def __repr__(self) -> str:
         return f"chord({self.header!r}, {self.body!r})"
