@@ -36,6 +36,10 @@ def test_signatures_are_json_and_come_back_whole():
                                                                                   {"y": 2}, 5.0)
     assert cj.add.set(queue="low").s(1).options == {"queue": "low"}
     assert cj.add.s(2).clone((1,)).args == [1, 2]  # a partial: new arguments first, as Celery
+    edited = cj.record.s()
+    edited.args = ("by hand",)  # Celery's integration tasks edit a signature so
+    edited.set(immutable=True)
+    assert (edited.args, edited.immutable, edited.options) == (["by hand"], True, {})
     assert cj.add.si(2, 3).clone((1,)).args == [2, 3]  # immutable: ignored
     assert isinstance(cj.add.s(1, 1) | cj.mul.s(2) | cj.mul.s(3), djwork.chain)
     assert len((cj.add.s(1, 1) | cj.mul.s(2) | cj.mul.s(3)).tasks) == 3

@@ -140,6 +140,8 @@ class Compiler:
                 raise CanvasError("an empty group inside a canvas is not supported (it has no job to end it)")
             return [entry for task in node.tasks for entry in self.member(task, nested)]
         steps, options = steps_of(node)
+        if not steps:
+            raise CanvasError("an empty chain inside a canvas has nothing to run")
         if len(steps) == 1:
             return self.member(steps[0], into)
         container = self.new_plan(f"canvas: chain of {len(steps)}", "last", into)

@@ -77,9 +77,17 @@ class Signature(dict):
     def args(self) -> list[Any]:
         return self["args"]
 
+    @args.setter
+    def args(self, value: Iterable[Any]) -> None:  # Celery's `sig.args = (...)`: kept a list, as JSON has it
+        self["args"] = list(value)
+
     @property
     def kwargs(self) -> dict[str, Any]:
         return self["kwargs"]
+
+    @kwargs.setter
+    def kwargs(self, value: dict[str, Any]) -> None:
+        self["kwargs"] = dict(value)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -97,6 +105,8 @@ class Signature(dict):
         """Set enqueue options (``queue``, ``countdown``, ...) or links; returns the signature (Celery's)."""
         if "task_id" in options:  # Celery's name for the job's id
             options["jid"] = options.pop("task_id")
+        if "immutable" in options:  # Celery's set(immutable=True): the flag, not an enqueue option
+            self["immutable"] = bool(options.pop("immutable"))
         unknown = set(options) - set(ENQUEUE_OPTIONS) - set(LINK_OPTIONS)
         if unknown:
             raise CanvasError(f"{self.task}: unknown signature option(s) {sorted(unknown)}")
