@@ -68,3 +68,11 @@ __all__ += ["BATCH_EVENTS", "Batch", "BatchStatus", "Batches"]
 from djwork.api.revoked import Revoked, RevokedJob  # noqa: E402
 
 __all__ += ["Revoked", "RevokedJob"]
+
+# One job by jid, and bulk actions on a chosen part of a set (manage.py djwork, docs/cli.md).
+from djwork.api.job_lookup import JobWhereabouts, find_job  # noqa: E402
+from djwork.api.selection import BulkOutcome, act_on, select_entries, select_queue_jobs  # noqa: E402
+from djwork.api.sorted_sets import SearchResult  # noqa: E402
+
+__all__ += ["BulkOutcome", "JobWhereabouts", "SearchResult", "act_on", "find_job", "select_entries",
+            "select_queue_jobs"]

@@ -154,16 +154,16 @@ class History:
 
     @staticmethod
     def recent(count: int = 50, *, klass: str = "", status: str = "", queue: str = "",
-               before: str | None = None) -> HistoryPage:
+               before: str | None = None, jid: str = "") -> HistoryPage:
         """Up to ``count`` runs older than run id ``before``, matching every filter given.
 
-        ``klass`` matches a substring, case-insensitively; ``status`` and ``queue`` exactly.
+        ``klass`` matches a substring, case-insensitively; ``status``, ``queue`` and ``jid`` exactly.
         """
         needle = klass.strip().lower()
 
         def keep(run: Run) -> bool:
             return ((not needle or needle in run.klass.lower()) and (not status or run.status == status)
-                    and (not queue or run.queue == queue))
+                    and (not queue or run.queue == queue) and (not jid or run.jid == jid))
 
         def read(conn: Any) -> HistoryPage:
             found: list[Run] = []

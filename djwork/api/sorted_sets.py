@@ -12,8 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from redis.exceptions import ResponseError
 
@@ -34,13 +35,16 @@ SEARCH_LIMIT = 500
 SEARCH_SCAN_MAX = 10_000  # entries a text search reads before it stops (the dead set's default cap)
 SEARCH_BATCH = 500
 BULK_BATCH = 100
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class SearchResult:
-    """What a bounded search found, and how far it looked: ``scanned`` of ``total`` entries."""
+class SearchResult(Generic[T]):
+    """What a bounded search found, and how far it looked: ``scanned`` of ``total`` entries.
 
-    entries: list[SortedEntry]
+    Entries are ``SortedEntry``s for a set, ``JobRecord``s for a queue (djwork.api.selection)."""
+
+    entries: list[T]
     scanned: int
     total: int
     limit_reached: bool = False
@@ -156,13 +160,20 @@ class JobSet:
         comes first; the result says how far it got, so a page can say the
         search was not exhaustive instead of implying there is nothing more.
         """
+        needle = term.strip().lower()
+        if not needle:
+            return SearchResult([], 0, self.size())
+        return self.select(lambda entry: entry.job.contains(needle), newest_first, limit, scan_max)
+
+    def select(self, keep: Callable[[SortedEntry], bool], newest_first: bool | None = None,
+               limit: int = SEARCH_LIMIT, scan_max: int | None = None) -> SearchResult[SortedEntry]:
+        """The entries ``keep`` accepts, walking the set as ``search_text`` does (and as bounded)."""
         newest_first = self.newest_first_default if newest_first is None else newest_first
         scan_max = SEARCH_SCAN_MAX if scan_max is None else scan_max
-        needle = term.strip().lower()
         hits: list[SortedEntry] = []
         scanned = 0
         total = self.size()
-        while needle and scanned < min(total, scan_max) and len(hits) < limit:
+        while scanned < min(total, scan_max) and len(hits) < limit:
             count = min(SEARCH_BATCH, scan_max - scanned)
             pairs = access.read(lambda conn, start=scanned, count=count: conn.pipeline(transaction=False)
                                 .zrange(self.key, start, start + count - 1, desc=newest_first, withscores=True)
@@ -171,7 +182,7 @@ class JobSet:
             if not batch:
                 break
             scanned += len(batch)
-            hits.extend(entry for entry in batch if entry.job.contains(needle))
+            hits.extend(entry for entry in batch if keep(entry))
         return SearchResult(hits[:limit], scanned, total, limit_reached=len(hits) >= limit)
 
     def find_job(self, jid: str) -> SortedEntry | None:

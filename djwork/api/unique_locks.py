@@ -75,7 +75,10 @@ class LockPage:
 
 
 @dataclass
-class _Places:
+class Places:
+    """Where each looked-for jid was found (``found``: jid -> place) and its payload there; ``complete`` is
+    False when some place was too large to read in full, so a jid not found may still be there."""
+
     found: dict[str, str] = field(default_factory=dict)  # jid -> place
     payloads: dict[str, Any] = field(default_factory=dict)  # jid -> its payload as found there
     complete: bool = True
@@ -90,7 +93,7 @@ class UniqueLocks:
             raise ValueError(f"{str(cursor)[:40]!r} is not a page cursor")
         names, next_cursor = access.read(lambda conn: _scan(conn, cursor, per_page))
         locks = self._read([text(name)[len(keys.UNIQUE_PREFIX):] for name in names])
-        located = _locate({lock.owner for lock in locks if lock.owner})
+        located = locate({lock.owner for lock in locks if lock.owner})
         placed = [_placed(lock, located) for lock in locks]
         return LockPage(placed, next_cursor, not located.complete)
 
@@ -99,7 +102,7 @@ class UniqueLocks:
         (lock,) = self._read([check_digest(digest)])
         if not lock.owner and not lock.problems:
             return None
-        return _placed(lock, _locate({lock.owner} if lock.owner else set()))
+        return _placed(lock, locate({lock.owner} if lock.owner else set()))
 
     def for_job(self, record: JobRecord) -> tuple[str, UniqueLock | None] | None:
         """(digest, its lock or None when released) for a unique job's payload; None for a job without one."""
@@ -154,7 +157,7 @@ def _scan(conn: Any, cursor: str, per_page: int) -> tuple[list[Any], str | None]
     return sorted(set(names)), (None if int(position) == 0 else str(int(position)))
 
 
-def _placed(lock: UniqueLock, located: _Places) -> UniqueLock:
+def _placed(lock: UniqueLock, located: Places) -> UniqueLock:
     if not lock.owner:
         return lock
     where = located.found.get(lock.owner) or ("gone" if located.complete else "unknown")
@@ -163,9 +166,11 @@ def _placed(lock: UniqueLock, located: _Places) -> UniqueLock:
                       JobRecord.parse(payload) if payload is not None else None)
 
 
-def _locate(jids: set[str]) -> _Places:
-    """Where each of ``jids`` is now, reading at most LOCATE_BUDGET entries per place (module docstring)."""
-    places = _Places()
+def locate(jids: set[str]) -> Places:
+    """Where each of ``jids`` is now, reading at most LOCATE_BUDGET entries per place (module docstring).
+
+    Also what ``djwork.api.job_lookup`` asks first for one job: running or queued, in bounded work."""
+    places = Places()
     if not jids:
         return places
     half = LOCATE_BUDGET // 2
@@ -216,7 +221,7 @@ def _locate(jids: set[str]) -> _Places:
     return places
 
 
-def _note(places: _Places, jids: set[str], members: Iterable[Any], place: str) -> None:
+def _note(places: Places, jids: set[str], members: Iterable[Any], place: str) -> None:
     """Record ``place`` for each wanted jid that is some member's own jid (not one named in its arguments)."""
     for member in members:
         raw = member if isinstance(member, bytes) else text(member).encode()

@@ -42,17 +42,21 @@ def _defining_module(fixturedef: Any) -> str:
     return getattr(fixturedef.func, "__module__", "")
 
 
-def uses_process_fixture(item: pytest.Item) -> str | None:
-    """The first fixture (of the test's whole closure) that starts processes, as module.name."""
+def process_fixtures(item: pytest.Item) -> Iterator[tuple[str, Any]]:
+    """The fixtures of the test's whole closure that start processes: (module.name, fixturedef)."""
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
-        return None
+        return
     for name in item.fixturenames:
         for fixturedef in info.name2fixturedefs.get(name, ()):
             where = (_defining_module(fixturedef), name)
             if where in PROCESS_FIXTURES:
-                return ".".join(where)
-    return None
+                yield ".".join(where), fixturedef
+
+
+def uses_process_fixture(item: pytest.Item) -> str | None:
+    """The first fixture (of the test's whole closure) that starts processes, as module.name."""
+    return next((where for where, _ in process_fixtures(item)), None)
 
 
 def starts_processes_itself(item: pytest.Item) -> bool:

@@ -5,11 +5,19 @@ live server and chromium, the interop modules' Ruby fleet, the Sentinel
 topology) run on one worker, so those processes start once. The chaos
 scenarios run on one worker too, one after another: each loads the machine
 on purpose, and two at once would make each other's deadlines.
+
+The order matters for the wall time, not only the grouping: xdist hands the
+grouped modules out first (largest first), then single tests in collection
+order. Collected alphabetically, the process-starting tests of late modules
+(``test_worker_*``) were still running on one or two workers while the rest
+sat idle; collected slow-first, the short tests fill the gaps at the end.
 """
 
 from __future__ import annotations
 
 import pytest
+
+from tests.support.selection import process_fixtures
 
 SERIAL_GROUPS = {
     "tests.test_sentinel": "sentinel",
@@ -27,12 +35,29 @@ def serial_group(item: pytest.Item) -> str | None:
     name = module.__name__ if module is not None else ""
     if name.startswith(BROWSER_PACKAGE):
         return name  # one live server and one chromium per module, as its module-scoped fixtures mean
-    return SERIAL_GROUPS.get(name)
+    if name in SERIAL_GROUPS:
+        return SERIAL_GROUPS[name]
+    if shares_a_process_fixture(item):
+        return name
+    return None
+
+
+def shares_a_process_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a process-starting fixture that outlives one test (module scope or wider).
+
+    Spread over the xdist workers, such a module started its fixture once per worker that drew one of its
+    tests: the Celery guide's worker (about 25 s to set up) four times, the wheel build five times, about
+    two CPU-minutes of a five-minute suite on two CPUs.
+    """
+    return any(fixturedef.scope != "function" for _, fixturedef in process_fixtures(item))
 
 
 @pytest.hookimpl(trylast=True)  # after xdist's own tagging, which this completes
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     loadgroup = getattr(config.option, "loadgroup", False)  # set on xdist workers only
+    if loadgroup:
+        # Stable: every xdist worker must collect the same order, and a module's tests stay together.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
     for item in items:
         group = serial_group(item)
         if group is None:
