@@ -1,7 +1,18 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
 from djwork.batches import Batch, BatchError
-from djwork.canvas import CanvasError, ChordError, Signature, chain, chord, chunks, group, signature
+from djwork.canvas import (
+    CanvasError,
+    ChordError,
+    GroupResult,
+    ResultSet,
+    Signature,
+    chain,
+    chord,
+    chunks,
+    group,
+    signature,
+)
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.errors import RedisUnavailable
@@ -33,6 +44,7 @@ __all__ = [
     "CanvasError",
     "ChordError",
     "EnqueueError",
+    "GroupResult",
     "Job",
     "JobError",
     "JobRef",
@@ -40,6 +52,7 @@ __all__ = [
     "MaxRetriesExceededError",
     "RedisUnavailable",
     "ResultNotStored",
+    "ResultSet",
     "ResultTimeout",
     "ResultsOff",
     "Retry",

@@ -335,3 +335,11 @@ def batch_results(bid: str) -> str:
     """HASH ``b-<bid>-results``: jid -> JSON return value (only when the batch keeps results)."""
     return f"{BATCH_PREFIX}{bid}-results"
 
+
+SAVED_GROUP_PREFIX = "djwork:saved-group:"
+
+
+def saved_group(group_id: str) -> str:
+    """STRING ``djwork:saved-group:<id>``: JSON {bid, jids} of a group, ``GroupResult.save()``, for ``restore()``."""
+    return f"{SAVED_GROUP_PREFIX}{group_id}"
+

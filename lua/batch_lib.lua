@@ -8,7 +8,7 @@
 -- run twice (orphan recovery after kill -9, a late finish) cannot count twice or drive pending
 -- below 0, and a retried job cannot be counted as finished before it succeeds.
 --   b-<bid>          HASH  total description created_at cbq cb-<event> <event>_at invalidated keep_results
---                          parent kids
+--                          parent kids; a canvas's also canvas cx-<event> cbn-<event> cb-<event>-<i> value
 --   b-<bid>-jids     SET   pending: not succeeded, not dead (jids, and b-<bid> of child batches)
 --   b-<bid>-failed   SET   pending jids that failed at least once (each waits for a retry)
 --   b-<bid>-died     SET   jids that died (dead set, dropped, deleted) and have not succeeded since
@@ -59,16 +59,31 @@ local function batch_status_json(bid, event, now)
   return text
 end
 
+-- canvas: an errback's first argument (shape `died`: Celery passes the failed task's id): a member of
+-- the batch's died set, followed down into a dead child batch's own until it is a job's jid.
+local function canvas_died_jid(bid)
+  local member = redis.call('SRANDMEMBER', keys.batch_died(bid))
+  for _ = 1, 64 do
+    local child = member and batch_bid(member)
+    if not child then break end
+    local inner = redis.call('SRANDMEMBER', keys.batch_died(child))
+    if not inner then break end
+    member = inner
+  end
+  return cjson.encode(member or '')
+end
+
 -- The canvas's hook (djwork/canvas, docs/canvas.md): a field cx-<event> = "<shape>\t<queue>\t<delay>\t<args>"
 -- makes the callback a Celery signature: args = <args> (a JSON array) after the results (shape
 -- `one`: the only member's result, a chain's step; `all`: every result in order, a chord's body),
--- after the status (`status`: an errback), or alone (`none`: an immutable signature); pushed to
--- <queue>, or scheduled <delay> seconds later. Returns the args text, queue and delay.
+-- after the status (`status`), after a failed jid (`died`: an errback), or alone (`none`: an immutable
+-- signature); pushed to <queue>, or scheduled <delay> seconds later. Returns the args text, queue and delay.
 local function batch_canvas_args(bid, spec, status)
   local shape, queue, delay, rest = string.match(spec, '^(%a+)\t([^\t]+)\t([^\t]+)\t(.*)$')
   if not shape then return '[' .. status .. ']', nil, 0 end
   local first = status
   if shape == 'none' then return rest, queue, tonumber(delay) end
+  if shape == 'died' then first = canvas_died_jid(bid) end
   if shape == 'all' or shape == 'one' then
     first = batch_results_json(bid)
     if shape == 'one' then  -- a one-member batch: '[x]' -> 'x'
@@ -80,19 +95,14 @@ local function batch_canvas_args(bid, spec, status)
   return '[' .. first .. ',' .. string.sub(rest, 2), queue, tonumber(delay)
 end
 
-local function batch_fire(bid, event)
+-- Pushes one callback: `head` (a job payload without its closing brace) closed with its args and times.
+local function batch_push(bid, event, head, spec, status, now)
   local hash = keys.batch(bid)
-  local now = batch_time()  -- read only here: most job ends fire nothing
-  if redis.call('HSETNX', hash, event .. '_at', now) == 0 then return end
-  if redis.call('HEXISTS', hash, 'invalidated') == 1 then return end
-  local head = redis.call('HGET', hash, 'cb-' .. event)
-  if not head then return end
   local queue = redis.call('HGET', hash, 'cbq') or 'default'
-  local args = '[' .. batch_status_json(bid, event, now) .. ']'
-  local spec, delay = redis.call('HGET', hash, 'cx-' .. event), 0
+  local args, delay = '[' .. status .. ']', 0
   if spec then  -- a canvas signature (batch_canvas_args)
     local own_queue
-    args, own_queue, delay = batch_canvas_args(bid, spec, string.sub(args, 2, -2))
+    args, own_queue, delay = batch_canvas_args(bid, spec, status)
     queue = own_queue or queue
   end
   local payload = head .. ',"args":' .. args .. ',"created_at":' .. now
@@ -109,6 +119,57 @@ local function batch_fire(bid, event)
     return
   end
   redis.pcall('SADD', keys.QUEUES, queue)
+end
+
+-- canvas: a step followed by a group (or a chord's header, a group of chains) starts several jobs at
+-- once: `cbn-<event>` counts the callbacks, the 2nd on in `cb-<event>-<i>` / `cx-<event>-<i>`.
+local function canvas_push_more(bid, event, status, now)
+  local hash = keys.batch(bid)
+  local count = tonumber(redis.call('HGET', hash, 'cbn-' .. event) or '1')
+  for i = 2, count do
+    local head = redis.call('HGET', hash, 'cb-' .. event .. '-' .. i)
+    if head then
+      batch_push(bid, event, head, redis.call('HGET', hash, 'cx-' .. event .. '-' .. i) or nil, status, now)
+    end
+  end
+end
+
+local function batch_fire(bid, event)
+  local hash = keys.batch(bid)
+  local now = batch_time()  -- read only here: most job ends fire nothing
+  if redis.call('HSETNX', hash, event .. '_at', now) == 0 then return end
+  if redis.call('HEXISTS', hash, 'invalidated') == 1 then return end
+  local head = redis.call('HGET', hash, 'cb-' .. event)
+  if not head then return end
+  local status = batch_status_json(bid, event, now)
+  batch_push(bid, event, head, redis.call('HGET', hash, 'cx-' .. event) or nil, status, now)
+  canvas_push_more(bid, event, status, now)
+end
+
+-- canvas: what a nested canvas batch hands its parent when it succeeds, by its field `value`: `all`
+-- (every result in order: a group), `one` (its one member's: a step of one job), `last` (its last
+-- member's: a chain inside a group, whose members are its steps' batches in order).
+local function canvas_value_json(bid, kind)
+  if kind == 'last' then
+    local last = redis.call('LINDEX', keys.batch_order(bid), -1)
+    return (last and redis.call('HGET', keys.batch_results(bid), last)) or 'null'
+  end
+  local all = batch_results_json(bid)
+  if kind ~= 'one' then return all end
+  all = string.sub(all, 2, -2)
+  if all == '' then return 'null' end
+  return all
+end
+
+-- canvas: the child's value kept as its parent's result of member b-<child>, in the step that counts
+-- it: the parent's own success (a group's, a chain step's) splices it like any member's result.
+local function canvas_keep_value(bid, parent)
+  local kind = redis.call('HGET', keys.batch(bid), 'value')
+  if not kind or redis.call('HEXISTS', keys.batch(parent), 'keep_results') == 0 then return end
+  local results = keys.batch_results(parent)
+  redis.call('HSET', results, keys.batch(bid), canvas_value_json(bid, kind))
+  local ttl = redis.call('PTTL', keys.batch(parent))
+  if ttl > 0 then redis.call('PEXPIRE', results, ttl) end
 end
 
 local batch_end  -- defined below: a child batch's state ends its membership in its parent
@@ -137,11 +198,22 @@ local function batch_check(bid, failing)
   if outcome then
     local parent = redis.call('HGET', keys.batch(bid), 'parent')
     if parent then
+      if outcome == 'ok' then canvas_keep_value(bid, parent) end
       -- The child is the member `b-<bid>` of its parent's sets: membership again, so telling the
       -- parent twice (every check of a settled child does) counts once.
       batch_end(parent, keys.batch(bid), outcome)
     end
   end
+end
+
+-- canvas: a canvas batch that lost a member has failed as a whole (a chain stops there, its later steps
+-- never run and stay pending, so it would never settle): its parent hears `dead` now, so a group of
+-- chains fails when one of them does. Membership again: telling it twice counts once.
+local function canvas_fail_parent(bid)
+  local hash = keys.batch(bid)
+  if redis.call('HEXISTS', hash, 'canvas') == 0 then return end
+  local parent = redis.call('HGET', hash, 'parent')
+  if parent then batch_end(parent, hash, 'dead') end
 end
 
 -- outcome: 'ok' (succeeded, or dropped as expired), 'retry' (failed, will run again), 'dead'
@@ -178,7 +250,10 @@ batch_end = function(bid, jid, outcome)
     redis.call('PEXPIRE', failed, ttl)
     redis.call('PEXPIRE', died, ttl)
   end
-  if outcome == 'dead' then batch_fire(bid, 'death') end
+  if outcome == 'dead' then
+    batch_fire(bid, 'death')
+    canvas_fail_parent(bid)
+  end
   batch_check(bid)
 end
 
