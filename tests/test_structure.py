@@ -248,3 +248,22 @@ def test_docs_keys_lists_every_key_named_in_keys_py():
     names = {name: value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)}
     missing = [f"{name} = {value!r}" for name, value in sorted(names.items()) if f"`{value}" not in documented]
     assert names and not missing, f"keys in djwork/keys.py that docs/keys.md does not list: {missing}"
+
+
+# --- seams: the client names no feature --------------------------------------------------------------------
+# What djwork/client.py may import: the Redis layer, the wire format, settings, the user's middleware and the
+# hook seam. A feature (batches, unique jobs, testing modes, Celery's signals) takes part in a push as a hook
+# listed in djwork/push_hooks.py; importing it here would put it back in the client.
+CLIENT_IMPORTS = {
+    "djwork.conf", "djwork.errors", "djwork.key_reports", "djwork.key_types", "djwork.keys", "djwork.middleware",
+    "djwork.payload", "djwork.push_hooks", "djwork.redis", "djwork.redis_url", "djwork.scripts",
+}
+
+
+def test_the_client_imports_no_feature():
+    found = [str(edge) for edge in imports_of("djwork.client") if edge.imported not in CLIENT_IMPORTS]
+    assert not found, ("djwork/client.py imports outside its list (a feature attaches as a hook in "
+                       "djwork/push_hooks.py FEATURES):\n  " + "\n  ".join(found))
+    # The seam itself names no feature (it resolves FEATURES by dotted path): else every feature imports it
+    # and it imports every feature.
+    assert not imports_of("djwork.push_hooks"), imports_of("djwork.push_hooks")
