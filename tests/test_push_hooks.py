@@ -105,6 +105,23 @@ def test_publish_signals_see_the_push_after_every_client_middleware(raw_redis):
     assert after == [moved.jid, bulk[1].jid]
 
 
+def test_a_push_a_feature_kept_is_published_too(raw_redis):
+    # push_bulk once returned before its after_task_publish loop when no job was left to write.
+    after: list[str] = []
+
+    def on_after(sender: Any, body: dict[str, Any], **rest: Any) -> None:
+        after.append(body["jid"])
+
+    signals.after_task_publish.connect(on_after, weak=False)
+    try:
+        with djwork.testing.fake():
+            one = jobs.add.delay(1)
+            many = jobs.add.delay_many([(2,), (3,)])
+    finally:
+        signals.after_task_publish.disconnect(on_after)
+    assert after == [one.jid, many[0].jid, many[1].jid]
+
+
 def test_a_batch_keeps_its_pushes_in_a_testing_mode(raw_redis):
     # Collected by fake(), a batch's job would never reach the batch's accounting: the batch is asked first.
     batch = djwork.Batch()

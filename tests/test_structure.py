@@ -3,7 +3,9 @@
 - no import cycle among djwork's and djwork_dashboard's modules, counting every
   import statement (module level, inside functions, under ``if TYPE_CHECKING:``);
 - no module in djwork/ longer than 400 lines;
-- djwork_dashboard imports nothing from redis-py (djwork.api raises its own errors);
+- djwork_dashboard imports nothing from redis-py (djwork.api raises its own errors), imports of djwork only
+  djwork.api and a small listed surface, and reaches no module that talks to Redis but through djwork.api;
+- djwork/client.py imports only its listed modules: features attach to a push as hooks (djwork/push_hooks.py);
 - the repository stands alone: no citation of documents or code a reader of it can't open;
 - docs/keys.md lists every key djwork/keys.py names.
 """
