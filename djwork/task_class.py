@@ -261,7 +261,3 @@ class Task:
         if countdown is None:
             countdown = self.default_retry_delay
         raise Retry(exc=exc, countdown=countdown, max_retries=limit)
-
-
-# The name older code used for a bound job's `self`; a bound job's `self` is now the job itself.
-BoundJob = Task
