@@ -38,8 +38,6 @@ task_revoked = Signal()  # request, terminated, signum, expired
 worker_ready = Signal()
 worker_shutdown = Signal()
 
-TASK_SIGNALS = (task_prerun, task_postrun, task_success, task_retry, task_failure)
-
 
 def send(signal: Signal, sender: Any, **arguments: Any) -> None:
     """``signal.send_robust``, each receiver's exception logged with its traceback."""
