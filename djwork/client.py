@@ -86,6 +86,12 @@ def client_chain(config: Config) -> tuple[Any, ...]:
     return resolve_all(config.client_middleware)
 
 
+@functools.lru_cache(maxsize=4)
+def push_plan(config: Config) -> tuple[HookSteps, tuple[Any, ...]]:
+    """The features' hook steps and the user's middleware chain: one cache lookup per push, not two."""
+    return steps_for(config), client_chain(config)
+
+
 def _check_listing_replies(replies: list[Any], what: str) -> None:
     for reply in replies:
         if isinstance(reply, Exception):
@@ -140,8 +146,8 @@ def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
 def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushed:
     """``push``, saying whether a unique job was refused as a duplicate (and which jid holds its lock)."""
     config = get_config()
-    steps = steps_for(config)
-    passed = _through_middleware(payload, at, steps, client_chain(config))
+    steps, chain = push_plan(config)
+    passed = _through_middleware(payload, at, steps, chain)
     if passed is None:
         return Pushed(None)
     payload, queue = passed
@@ -221,7 +227,7 @@ def _send_write(write: Write) -> Pushed:
     replies = _write_scripts(commands, [write.jid], {0: write.script} if write.script else {})
     _raise_push_error(replies[0], write.command)
     _check_listing_replies(replies[1:], f"SADD queues {write.listed}")
-    return write.outcome(replies[0])
+    return write.outcome(write.jid, replies[0])
 
 
 def _write_scripts(commands: list[tuple[Any, ...]], jids: list[str], script_of: dict[int, str]) -> list[Any]:
@@ -248,8 +254,7 @@ def push_bulk(payloads: Iterable[dict[str, Any]], *, at: float | None = None) ->
 def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None = None) -> list[Pushed]:
     """``push_bulk``, saying which unique jobs were refused as duplicates (they ride in the same round trip)."""
     config = get_config()
-    steps = steps_for(config)
-    chain = client_chain(config)
+    steps, chain = push_plan(config)
     now = time.time()
     by_queue: dict[str, list[str]] = {}
     scheduled: dict[str, float] = {}
@@ -311,5 +316,5 @@ def _send_bulk(by_queue: dict[str, list[str]], scheduled: dict[str, float], writ
     outcomes = []
     for write, reply in zip(writes, replies[plain:plain + len(writes)], strict=True):
         _raise_push_error(reply, write.command)
-        outcomes.append(write.outcome(reply))
+        outcomes.append(write.outcome(write.jid, reply))
     return outcomes

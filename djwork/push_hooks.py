@@ -61,7 +61,7 @@ class Write(NamedTuple):
 
     command: tuple[Any, ...]
     jid: str
-    outcome: Callable[[Any], Pushed]  # the command's reply (never an error reply: the client raises those)
+    outcome: Callable[[str, Any], Pushed]  # (jid, the command's reply) -> the push's outcome; never an error reply
     script: str | None = None  # the Lua script an EVALSHA command runs: re-sent as EVAL when Redis says NOSCRIPT
     listed: str | None = None  # the queue to add to `queues` in the same round trip (None: a scheduled push)
 

@@ -12,7 +12,6 @@ docs/unique.md has the semantics.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import hashlib
 import math
 from collections.abc import Callable
@@ -165,8 +164,8 @@ class UniquePush(PushHook):
         target = keys.SCHEDULE if later is not None else keys.queue(queue)
         command = ("EVALSHA", scripts.sha("unique_push"), 2, lock, target, jid, ttl, dumps(payload),
                    "" if later is not None else queue, repr(float(later)) if later is not None else "0")
-        return Write(command, jid, functools.partial(_outcome, jid), script="unique_push",
-                     listed=queue if later is None else None)
+        # Positional: a NamedTuple built with keywords costs a microsecond more, on every unique push.
+        return Write(command, jid, _outcome, "unique_push", queue if later is None else None)
 
 
 def _outcome(jid: str, reply: Any) -> Pushed:
