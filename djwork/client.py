@@ -102,8 +102,8 @@ def _raise_push_error(reply: Any, command: tuple[Any, ...]) -> None:
     if not isinstance(reply, Exception):
         return
     if is_wrong_type(reply):
-        # Redis's reply names no key: say which one, and how to free it. A unique push names two
-        # (lock, and queue or schedule): each one's type is looked up.
+        # Redis's reply names no key: say which one, and how to free it. A feature's write may name
+        # several (a unique push: its lock, then the queue or schedule): each one's type is looked up.
         candidates = command_keys(command)
         try:
             types: Any = redis_layer.run(lambda conn: [conn.type(key) for key in candidates], idempotent=True)
