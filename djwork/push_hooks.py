@@ -23,8 +23,8 @@ taken by the push that really happens (a middleware may still stop it), and
 a batch must collect the payload middleware may still change or stop.
 
 This module imports nothing of djwork, so a feature can name ``Pushed`` and
-``Write`` without an import cycle; the client resolves ``FEATURES`` by dotted
-path once per config (docs/api.md, Client middleware).
+``Write`` without an import cycle; ``steps_for`` resolves ``FEATURES`` by
+dotted path once per config. docs/api.md (Client middleware) tells users.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from django.utils.module_loading import import_string
 
 # The features that take part in every push, one line each, in the order their hooks run in each step.
 # Each names a PushHook subclass, built once per config. The route order matters: a batch keeps its
-# pushes in every testing mode (a diverted one would leave its batch waiting for it for ever), and a
-# testing mode takes a unique job before its lock would be (unique jobs take no lock in tests).
+# pushes in every testing mode (a job collected by fake() would escape the batch's accounting and
+# callbacks: docs/testing.md), and a testing mode takes a unique job before its lock would be taken
+# (unique jobs take no lock in tests).
 FEATURES: tuple[str, ...] = (
     "djwork.signals.PublishSignals",  # Celery's before_task_publish / after_task_publish
     "djwork.batches.collect.CollectInBatch",  # inside `with batch.jobs():` kept, written with the batch
