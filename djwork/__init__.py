@@ -17,7 +17,7 @@ from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.errors import RedisUnavailable
 from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
-from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
+from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
 from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultsOff, ResultTimeout
@@ -40,7 +40,6 @@ __all__ = [
     "AsyncResult",
     "Batch",
     "BatchError",
-    "BoundJob",
     "CanvasError",
     "ChordError",
     "EnqueueError",

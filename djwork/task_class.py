@@ -278,6 +278,3 @@ class Task:
 # (``import djwork`` does): this module can't import the canvas, which imports it (an import cycle).
 CANVAS_VERBS: dict[str, Any] = {}
 
-
-# The name older code used for a bound job's `self`; a bound job's `self` is now the job itself.
-BoundJob = Task
