@@ -51,9 +51,9 @@ django.setup()
 import redis as redis_py  # noqa: E402
 
 import djwork  # noqa: E402
-from djwork import keys  # noqa: E402
 from djwork import redis as redis_layer  # noqa: E402
 from djwork.payload import dumps  # noqa: E402
+from djwork.redis import keys  # noqa: E402
 
 COUNTER_KEY = "bench:counter"
 

@@ -7,7 +7,7 @@ a warm-up of 1,000 jobs (so the keys a kind creates once, such as a
 limiter's or a job class's metrics, exist before the baseline), then
 ``--jobs`` jobs pushed and drained, then two beats (the metrics' and the
 history's flushes land). Prints Redis's ``used_memory`` growth per job, and
-per family of keys (djwork/key_bounds.py) the bytes per job it holds and the
+per family of keys (djwork/redis/key_bounds.py) the bytes per job it holds and the
 TTL or cap that bounds them: the numbers docs/capacity.md turns into a sizing
 rule. The history stream is left out of the per-job figures (it is capped, not
 per job) and reported at its cap; the metrics keys per job class and minute.
@@ -107,7 +107,7 @@ def _worker_env(settings: dict[str, object]) -> None:
 
 def snapshot(client) -> tuple[int, dict[str, list[int]]]:
     """(used_memory less clients' buffers, bound name -> [key count, bytes]) of every djwork key (MEMORY USAGE)."""
-    from djwork import key_bounds
+    from djwork.redis import key_bounds
 
     groups: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     names = [raw.decode() for raw in client.scan_iter(count=5000) if not raw.startswith(b"bench:")]
@@ -161,7 +161,7 @@ def drain(client, kind: Kind, first: int, count: int, target: int) -> None:
 def measure(kind: Kind, jobs: int) -> dict[str, object]:
     import redis
 
-    from djwork import key_bounds
+    from djwork.redis import key_bounds
 
     client = redis.Redis.from_url(os.environ["BENCH_REDIS_URL"])
     client.flushdb()

@@ -28,7 +28,7 @@ def cpu_seconds(client: redis.Redis) -> float:
 
 
 def one_round(client: redis.Redis, runs: int, flush: int, max_length: int) -> tuple[float, float]:
-    from djwork import keys
+    from djwork.redis import keys
     from djwork.worker.history import HistoryRecorder
 
     client.delete(keys.HISTORY)

@@ -14,16 +14,15 @@ from djwork.canvas import (
     signature,
 )
 from djwork.client import EnqueueError
-from djwork.cron.entries import periodic
-from djwork.errors import RedisUnavailable
-from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from djwork.exceptions import RedisUnavailable, SoftTimeLimitExceeded, TimeLimitExceeded
 from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
-from djwork.key_types import WrongTypeKey
+from djwork.jobs.send_task import send_task
+from djwork.jobs.task_class import Task
 from djwork.payload import ArgumentError
+from djwork.periodic.entries import periodic
+from djwork.redis.key_types import WrongTypeKey
 from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultsOff, ResultTimeout
-from djwork.revoke import TerminateNotSupported, revoke, revoked
-from djwork.send_task import send_task
-from djwork.task_class import Task
+from djwork.results.revoke import TerminateNotSupported, revoke, revoked
 
 __version__ = "0.1.0"
 

@@ -8,5 +8,5 @@ class DjworkConfig(AppConfig):
 
     def ready(self) -> None:
         # Registers the system checks and the ALWAYS_EAGER runner; nothing here touches Redis.
-        from djwork import checks  # noqa: F401
+        from djwork.settings import checks  # noqa: F401
         from djwork.testing import modes  # noqa: F401  (registers the ALWAYS_EAGER runner)

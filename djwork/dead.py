@@ -18,9 +18,9 @@ from __future__ import annotations
 import time
 from typing import Any, Literal, NamedTuple
 
-from djwork import keys, scripts
-from djwork.conf import Config, get_config
 from djwork.payload import dumps, new_jid, readable
+from djwork.redis import keys, scripts
+from djwork.settings.conf import Config, get_config
 
 INVALID_PAYLOAD_CLASS = "djwork.InvalidPayload"
 INVALID_PAYLOAD_KEPT = 64 * 1024  # characters of an unreadable payload a `dead` entry keeps

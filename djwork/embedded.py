@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from djwork.conf import Config, get_config
+from djwork.settings.conf import Config, get_config
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
 from djwork.worker.launcher import Launcher
 

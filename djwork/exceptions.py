@@ -4,6 +4,10 @@
 ``soft_time_limit`` (docs/celery.md, Time limits), so the job can clean up;
 ``TimeLimitExceeded`` is the error a job past its hard ``time_limit`` is
 filed with (its ``error_class`` in `retry` and `dead`).
+
+What djwork raises for an action or an enqueue Redis could not do: one family, so a caller never needs redis-py's.
+
+djwork.api re-exports these (djwork/api/errors.py); djwork.RedisUnavailable is the same class.
 """
 
 from __future__ import annotations
@@ -17,4 +21,37 @@ class TimeLimitExceeded(Exception):
     """A job ran past its hard ``time_limit``: it was failed (retry path) and its thread abandoned."""
 
 
-__all__ = ["SoftTimeLimitExceeded", "TimeLimitExceeded"]
+class ApiError(Exception):
+    """An admin action that could not be done; the message is meant for the person who asked."""
+
+
+class StaleEntry(ApiError):
+    """The entry is no longer where it was read (already run, retried, moved or deleted)."""
+
+
+class NotRetryable(ApiError):
+    """The entry can't be pushed back to a queue (its payload is unreadable)."""
+
+
+class EmbeddedProcess(ApiError):
+    """Sidekiq 7 refuses quiet/stop for embedded processes: their host application owns their lifecycle."""
+
+
+class RedisUnavailable(ApiError):
+    """Redis could not be reached, or refused the command; ``__cause__`` is redis-py's error.
+
+    Raised after djwork.redis's replay policy has given up, so there is nothing
+    left to try on this call: the caller shows it (the dashboard answers 503)
+    or tries again later.
+    """
+
+
+__all__ = [
+    "ApiError",
+    "EmbeddedProcess",
+    "NotRetryable",
+    "RedisUnavailable",
+    "SoftTimeLimitExceeded",
+    "StaleEntry",
+    "TimeLimitExceeded",
+]

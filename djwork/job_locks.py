@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from djwork import keys, scripts
+from djwork.redis import keys, scripts
 
 FIELD = "djwork_locks"
 # Only these keys can be named by a payload (keys.py says why); lua/locks_lib.lua checks the same list.

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from djwork.settings_kinds import QUEUE_NAME
+from djwork.settings.kinds import QUEUE_NAME
 
 # Further ahead than this is a bug (a millisecond epoch is ~50,000 years
 # ahead, 1e20 seconds more), not a plan: such a job would sit in `schedule` for good.

@@ -17,7 +17,7 @@ from typing import Any
 
 from django.dispatch import Signal
 
-from djwork.push_hooks import Pushed, PushHook
+from djwork.client.push_hooks import Pushed, PushHook
 
 logger = logging.getLogger("djwork")
 
@@ -66,7 +66,7 @@ def publish_headers(payload: dict[str, Any], at: float | None = None) -> dict[st
 
 
 class PublishSignals(PushHook):
-    """Celery's publish signals as a hook of every push (djwork/push_hooks.py), each sent only when listened to."""
+    """Celery's publish signals as a hook of every push (djwork/client/push_hooks.py), each sent only when listened to."""
 
     def publishing(self, payload: dict[str, Any], queue: str, at: float | None) -> None:
         if before_task_publish.receivers:

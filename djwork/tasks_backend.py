@@ -31,15 +31,16 @@ import orjson
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from djwork import client, keys, unique
+from djwork import client, unique
 from djwork import redis as redis_layer
-from djwork.conf import get_config
 from djwork.options import OptionError
 from djwork.options import seconds as option_seconds
 from djwork.payload import ArgumentError, build, check_arguments, new_jid
+from djwork.redis import keys
+from djwork.settings.conf import get_config
 from djwork.tasks_compat import (
     BaseTaskBackend,
-    Task,
+    DjangoTask,
     TaskError,
     TaskResult,
     TaskResultDoesNotExist,
@@ -66,7 +67,7 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _parameter_names(task: Task) -> list[str]:
+def _parameter_names(task: DjangoTask) -> list[str]:
     """The task function's positional parameter names (after ``context``), to name a refused argument."""
     try:
         parameters = list(inspect.signature(task.func).parameters.values())
@@ -95,7 +96,7 @@ class DjworkBackend(BaseTaskBackend):
         if self.expires is not None and self.expires <= 0:
             raise OptionError(f"{where}: EXPIRES must be a positive number of seconds, got {expires!r}")
 
-    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+    def enqueue(self, task: DjangoTask, args: Any, kwargs: Any) -> TaskResult:
         self.validate_task(task)
         args = list(args)
         kwargs = dict(kwargs)
@@ -136,7 +137,7 @@ class DjworkBackend(BaseTaskBackend):
         redis_layer.run(write_record, idempotent=True)
         extra: dict[str, Any] = {TASK_FIELD: self.alias}
         if self.expires is not None:
-            # From when the task is due, as for djwork's own jobs (djwork/jobs.py).
+            # From when the task is due, as for djwork's own jobs (djwork/jobs/__init__.py).
             extra["expires_at"] = max(at or 0.0, time.time()) + self.expires
         payload = build(task.module_path, args, kwargs, queue=task.queue_name, jid=jid, extra=extra)
         if self.uniqueness is not None:

@@ -4,7 +4,7 @@ A unique job's payload names its lock in ``djwork_locks`` (``unique:<digest>``,
 whose value is the owner's jid) and carries ``unique_for`` (seconds) and, for
 ``unique_until="start"``, ``unique_until``. The client takes the lock and pushes
 the job in one Lua step (lua/unique_push.lua, ``UniquePush`` below, a hook of
-every push: djwork/push_hooks.py); the worker
+every push: djwork/client/push_hooks.py); the worker
 releases it, owner-checked, in the step that ends the job (djwork/job_locks.py).
 docs/unique.md has the semantics.
 """
@@ -20,10 +20,11 @@ from typing import Any
 
 import orjson
 
-from djwork import job_locks, keys, scripts
+from djwork import job_locks
+from djwork.client.push_hooks import Pushed, PushHook, Write
 from djwork.options import OptionError
 from djwork.payload import check_json_native, dumps
-from djwork.push_hooks import Pushed, PushHook, Write
+from djwork.redis import keys, scripts
 
 UNTIL = ("success", "start")
 # Far beyond any sensible lock, and below the epoch threshold: a millisecond

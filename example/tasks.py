@@ -3,7 +3,7 @@
 import time
 
 import djwork
-from djwork.tasks_compat import Task
+from djwork.tasks_compat import DjangoTask
 
 try:
     from django.tasks import task
@@ -42,4 +42,4 @@ def multiply(a: int, b: int) -> int:
     return a * b
 
 
-__all__ = ["Task", "add", "fail", "greet", "multiply", "sleep_for"]
+__all__ = ["DjangoTask", "add", "fail", "greet", "multiply", "sleep_for"]

@@ -1,5 +1,5 @@
 -- batch_lib: what a job's end does to its batch (docs/batches.md). A library, not a script of its own:
--- djwork/scripts.py puts this text where a script has the line `--@include batch_lib`, so the
+-- djwork/redis/scripts.py puts this text where a script has the line `--@include batch_lib`, so the
 -- batch's accounting runs in the same Lua step as the ack, retry or burial that ends the job.
 -- (Loaded alone, as load_all does, it only defines functions.) KEYS and ARGV: none of its own; its
 -- functions take the bid and the jid from their caller (lua/ties_lib.lua). Returns nothing.

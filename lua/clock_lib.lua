@@ -1,6 +1,6 @@
 -- clock_lib: Redis's clock, for every script that decides or stamps on time. One clock for all hosts:
 -- a host whose clock is off can neither make a live process look dead nor stamp a job out of order.
--- A library: djwork/scripts.py puts this text where a script has the line `--@include clock_lib`.
+-- A library: djwork/redis/scripts.py puts this text where a script has the line `--@include clock_lib`.
 -- KEYS and ARGV: none of its own. Returns nothing.
 
 -- Whole seconds and microseconds since the epoch, as TIME answers them.

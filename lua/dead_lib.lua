@@ -1,5 +1,5 @@
 -- dead_lib: file a job in a sorted set, and trim `dead` after an addition, by age, by count and by bytes
--- (docs/wire.md, dead). A library: djwork/scripts.py puts this text where a script has the line
+-- (docs/wire.md, dead). A library: djwork/redis/scripts.py puts this text where a script has the line
 -- `--@include dead_lib`. KEYS and ARGV: none of its own. Returns nothing.
 --
 -- The byte total of `dead` is kept in a counter (djwork:dead-bytes, STRING): summing every member on every

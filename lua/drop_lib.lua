@@ -1,7 +1,7 @@
 -- drop_lib: a taken copy of a job that must not run is dropped where it was taken, instead of run: one that
 -- already finished after its process's shutdown deadline (djwork:finished-late, lua/settle_late.lua) here,
 -- one revoked in lua/revoke_lib.lua. For fetch.lua (each fetched job) and the queue waiter's take
--- (drop_finished_late.lua). A library: djwork/scripts.py puts this text where a script has the line
+-- (drop_finished_late.lua). A library: djwork/redis/scripts.py puts this text where a script has the line
 -- `--@include drop_lib`. KEYS and ARGV: none of its own; the keys come from the caller's KEYS.
 -- Returns nothing.
 --@include job_lib

@@ -209,7 +209,7 @@ if #fetched > 0 and rare_present and redis.call('EXISTS', KEYS[4]) == 1 then
   local now = clock_now()
   fetched = kept_after(fetched, function(index, payload)
     local jid = drop_if_revoked(KEYS[4], reliable and in_progress_of(index) or '', KEYS[2], payload, now)
-    -- The worker's task_revoked needs the job (djwork/revoke_events.py).
+    -- The worker's task_revoked needs the job (djwork/results/revoke_events.py).
     if jid then revoked[#revoked + 1] = payload end
     return jid
   end)

@@ -1,4 +1,4 @@
--- job_lib: reading a job's raw payload inside a script. A library: djwork/scripts.py puts this text where
+-- job_lib: reading a job's raw payload inside a script. A library: djwork/redis/scripts.py puts this text where
 -- a script has the line `--@include job_lib`. KEYS and ARGV: none of its own. Returns nothing.
 
 -- The jid and the decoded job of a raw payload, or nil, nil: a payload that is not a JSON object with a

@@ -1,6 +1,6 @@
 -- limiter_lib: what every limiter kind does alike (docs/limiters.md): its registry entry and the sweep of
 -- expired names, its counters, and its waiting list. For limiter_rate.lua and limiter_concurrent.lua.
--- A library: djwork/scripts.py puts this text where a script has the line `--@include limiter_lib`.
+-- A library: djwork/redis/scripts.py puts this text where a script has the line `--@include limiter_lib`.
 -- KEYS and ARGV: none of its own; its functions take a limiter's keys as a table `k` (meta, stats,
 -- waiters, waiting) from their caller. Returns nothing.
 --

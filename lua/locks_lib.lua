@@ -1,6 +1,6 @@
 -- locks_lib: the locks bound to a job's life (djwork/job_locks.py: a unique job's lock, a no-overlap
 -- periodic entry's running lock), each lock's value the jid that owns it. The one release, owner-checked,
--- and the one retake, for every script that ends, drops or requeues a job. A library: djwork/scripts.py
+-- and the one retake, for every script that ends, drops or requeues a job. A library: djwork/redis/scripts.py
 -- puts this text where a script has the line `--@include locks_lib`. KEYS and ARGV: none of its own.
 -- Returns nothing.
 --@keys JOB_LOCK_PREFIXES

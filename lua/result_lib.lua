@@ -1,9 +1,9 @@
 -- result_lib: a job's result record and its revoke, for the scripts that end or fetch a job
--- (docs/celery.md). A library: djwork/scripts.py puts this text where a script has the line
+-- (docs/celery.md). A library: djwork/redis/scripts.py puts this text where a script has the line
 -- `--@include result_lib`. Loaded alone it only defines functions.
 -- KEYS and ARGV: none of its own; key names come from the caller's ARGV or KEYS. Returns nothing.
 --
--- A result spec is one string, built by djwork/result_record.py (djwork/worker/outcome.py for failures):
+-- A result spec is one string, built by djwork/results/record.py (djwork/worker/outcome.py for failures):
 --   "<ttl seconds>\n<STATE>\n<date_done epoch, or '' for Redis's clock now>\n<JSON result>\n<traceback text>"
 -- (JSON carries no raw newline, so only the traceback, last, may hold one).
 --@include clock_lib

@@ -13,7 +13,7 @@
 -- KEYS[5] = djwork:orphan-counts HASH, KEYS[6] = djwork:result-waiters HASH, KEYS[7..] = queue LISTs
 -- ARGV[1] = jid, ARGV[2] = ttl seconds, ARGV[3] = result spec (REVOKED), ARGV[4] = scan bound per key
 -- Returns key, payload pairs: where it was removed from and the payload removed (empty: not found waiting),
--- for the caller's task_revoked signal (djwork/revoke_events.py).
+-- for the caller's task_revoked signal (djwork/results/revoke_events.py).
 --@include job_lib
 --@include ties_lib
 --@include result_lib

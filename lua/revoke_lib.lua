@@ -1,6 +1,6 @@
 -- revoke_lib: a revoked job met inside a script (docs/celery.md, Revoke): a taken copy of it is dropped
 -- instead of run, for fetch.lua (each fetched job) and the queue waiter's take (drop_revoked.lua). A
--- library: djwork/scripts.py puts this text where a script has the line `--@include revoke_lib`. KEYS and
+-- library: djwork/redis/scripts.py puts this text where a script has the line `--@include revoke_lib`. KEYS and
 -- ARGV: none of its own; the keys come from the caller's KEYS. Returns nothing.
 --@include drop_lib
 --@include ties_lib

@@ -1,7 +1,7 @@
 -- ties_lib: what a job is tied to, ended with it (djwork/job_locks.py): its locks, released if it still
 -- owns them (lua/locks_lib.lua), and its batch, told how it ended (lua/batch_lib.lua). Every script that
 -- ends a job (ack, burial, drop, delete, revoke) ends its ties through here, in the same step. A library:
--- djwork/scripts.py puts this text where a script has the line `--@include ties_lib`. KEYS and ARGV: none
+-- djwork/redis/scripts.py puts this text where a script has the line `--@include ties_lib`. KEYS and ARGV: none
 -- of its own. Returns nothing.
 --
 -- A tie list is text, one tie a line (djwork/job_locks.py encodes it): a lock key, or a batch's b-<bid>,

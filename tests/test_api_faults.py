@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from djwork import api, scripts
+from djwork import api
 from djwork import redis as redis_layer
-from djwork.redis import RedisEvent
+from djwork.redis import RedisEvent, scripts
 from tests.browser import seed
 from tests.faultproxy import FaultProxy
 

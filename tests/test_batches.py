@@ -14,9 +14,10 @@ import time
 import pytest
 
 import djwork
-from djwork import dead, job_locks, keys, scripts
+from djwork import dead, job_locks
 from djwork.batches import BatchError
 from djwork.batches import runtime as batch_runtime
+from djwork.redis import keys, scripts
 from tests import batch_jobs
 from tests.support.batches import ack, fail
 

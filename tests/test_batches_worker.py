@@ -11,7 +11,7 @@ import signal
 
 import djwork
 import djwork.api
-from djwork import keys
+from djwork.redis import keys
 from tests import batch_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_until
 

@@ -13,7 +13,7 @@ import json
 import pytest
 
 import djwork
-from djwork import keys
+from djwork.redis import keys
 from tests import canvas_jobs as cj
 from tests.support.batches import ack, fail
 

@@ -12,10 +12,11 @@ import time
 import pytest
 
 import djwork
-from djwork import keys, signals
-from djwork.conf import get_config
+from djwork import signals
 from djwork.payload import dumps
+from djwork.redis import keys
 from djwork.results import JobError
+from djwork.settings.conf import get_config
 from djwork.worker import job_start
 from djwork.worker.reaper import POISON_ERROR, Reaper
 from tests import celery_gap_jobs, result_jobs
@@ -76,7 +77,7 @@ def test_revoke_of_a_job_not_waiting_sends_nothing(raw_redis, revoked_signals):
 
 # --- self.request per asyncio task --------------------------------------------------------------------------
 def test_a_bound_coroutine_jobs_request_is_its_own_across_awaits_beside_others_on_one_thread():
-    from djwork.task_class import Request
+    from djwork.jobs.task_class import Request
 
     job = celery_gap_jobs.reads_request
 

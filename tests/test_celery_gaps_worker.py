@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import djwork
-from djwork import keys
+from djwork.redis import keys
 from tests import batch_jobs, celery_gap_jobs, result_jobs
 from tests.celery_gap_jobs import release_key
 from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 import djwork
-from djwork import keys
 from djwork.canvas.refs import results_of
+from djwork.redis import keys
 from djwork.results import JobRevoked
 from tests import celery_demo_jobs as demo
 from tests import celery_guide_jobs as guide

@@ -13,9 +13,9 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from djwork.checks import check_settings
-from djwork.conf import DEFAULTS, build_config
 from djwork.redis import RedisLayer
+from djwork.settings.checks import check_settings
+from djwork.settings.conf import DEFAULTS, build_config
 from tests.support.settings_values import BAD_VALUES, base_djwork
 
 REDIS_CACHE = "django_redis.cache.RedisCache"

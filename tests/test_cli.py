@@ -11,7 +11,8 @@ from django.conf import settings
 from django.test import override_settings
 
 import djwork
-from djwork import api, keys, limiter
+from djwork import api, limiter
+from djwork.redis import keys
 from tests import batch_jobs
 from tests.browser import seed
 from tests.support.cli import Terminal, cli, documented_fields

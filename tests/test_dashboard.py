@@ -465,7 +465,7 @@ def test_redis_down_is_a_503_page_not_a_500(admin_client, settings):
 def test_redis_lost_in_the_middle_of_a_job_action_is_a_503_and_the_job_is_kept(admin_client, raw_redis, redis_url,
                                                                               settings):
     from djwork import redis as redis_layer
-    from djwork import scripts
+    from djwork.redis import scripts
     from tests.faultproxy import FaultProxy
 
     payload = seed.failed(seed.job(klass="FlakyJob", queue="low"), count=2)

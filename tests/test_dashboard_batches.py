@@ -12,7 +12,8 @@ from django.test import Client
 from django.urls import reverse
 
 import djwork
-from djwork import dead, job_locks, keys
+from djwork import dead, job_locks
+from djwork.redis import keys
 from tests import batch_jobs, canvas_jobs
 from tests.browser import seed
 

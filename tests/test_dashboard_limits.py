@@ -11,8 +11,9 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from djwork import api, keys
+from djwork import api
 from djwork.limiter import bucket, concurrent, points, window
+from djwork.redis import keys
 from tests.browser import seed
 from tests.helpers_worker import wait_until
 

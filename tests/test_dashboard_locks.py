@@ -13,7 +13,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from djwork import api, keys
+from djwork import api
+from djwork.redis import keys
 from tests import unique_jobs
 
 

@@ -14,8 +14,8 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
-from djwork import keys
 from djwork.api import Periodic
+from djwork.redis import keys
 from tests.browser import seed
 from tests.support.periodic import BASE, HOUR, entry, queued, redis_now, ticker_at
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import time
 
-from djwork import dead, keys
+from djwork import dead
 from djwork.payload import dumps
+from djwork.redis import keys
 
 IN_PROGRESS = "djwork:in-progress:host:1:abc:default"
 

@@ -29,8 +29,8 @@ from django.core.management import get_commands
 from django.test import override_settings
 
 from djwork import jobs as djwork_jobs
-from djwork.conf import get_config
 from djwork.payload import new_jid
+from djwork.settings.conf import get_config
 from djwork.worker.launcher import Launcher
 from tests.docs_blocks import ROOT, Block, all_blocks, run_chain
 

@@ -13,7 +13,7 @@ from django.test import override_settings
 
 from djwork import api, embedded
 from djwork.testing.redis_server import RedisServer
-from djwork.worker.health import port_open
+from djwork.worker.probes import port_open
 from tests import process_jobs
 from tests.helpers_worker import free_port, http_get, identities, pid_alive, wait_until
 

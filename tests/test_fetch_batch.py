@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from djwork import keys
-from djwork.conf import Capsule
+from djwork.redis import keys
+from djwork.settings.conf import Capsule
 from djwork.worker.acks import AckBuffer
 from djwork.worker.dispatcher import Dispatcher
 from djwork.worker.fetch import Ack, Fetcher, UnitOfWork

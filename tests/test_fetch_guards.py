@@ -11,8 +11,8 @@ import logging
 
 import pytest
 
-from djwork import keys, scripts
-from djwork.conf import Capsule
+from djwork.redis import keys, scripts
+from djwork.settings.conf import Capsule
 from djwork.worker.fetch import ISOLATE_AFTER_RECOVERIES, Fetcher, IsolationGate, UnitOfWork
 from tests import worker_jobs
 from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until

@@ -12,7 +12,7 @@ import json
 import random
 import signal
 
-from djwork import keys
+from djwork.redis import keys
 from tests import worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_until
 

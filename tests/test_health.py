@@ -11,9 +11,9 @@ import pytest
 import redis as redis_py
 from django.test import override_settings
 
-from djwork.conf import get_config
-from djwork.worker.health import HealthServer, port_open
+from djwork.settings.conf import get_config
 from djwork.worker.launcher import Launcher
+from djwork.worker.probes import HealthServer, port_open
 from tests.helpers_worker import free_port, http_get, identities, wait_until
 
 TIMEOUT = 3  # the drain deadline (DJWORK TIMEOUT) the workers here run with

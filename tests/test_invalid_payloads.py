@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from djwork import api, dead, keys
+from djwork import api, dead
 from djwork.payload import PayloadError, dumps, loads
+from djwork.redis import keys
 from tests import worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_until
 

@@ -22,9 +22,9 @@ from django.db import transaction
 from django.test import override_settings
 
 import djwork
-from djwork import keys
 from djwork import redis as redis_layer
 from djwork.jobs import ABSOLUTE_EPOCH_THRESHOLD, Request, registry, resolve
+from djwork.redis import keys
 from tests import jobs
 
 HEX24 = re.compile(r"\A[0-9a-f]{24}\Z")

@@ -1,4 +1,4 @@
-"""Every key djwork writes per job has a bound, a TTL or a cap (djwork/key_bounds.py, docs/keys.md, Bounds)."""
+"""Every key djwork writes per job has a bound, a TTL or a cap (djwork/redis/key_bounds.py, docs/keys.md, Bounds)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import inspect
 import re
 from pathlib import Path
 
-from djwork import key_bounds, keys
 from djwork.batches.batch import LISTING_TTL
+from djwork.redis import key_bounds, keys
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "keys.md"
 
-# Names in djwork.keys that are not keys: a hash field, and parsers of key names.
+# Names in djwork.redis.keys that are not keys: a hash field, and parsers of key names.
 NOT_KEYS = {"PERIODIC_SYNCED_FIELD", "queue_name", "parse_in_progress"}
 SAMPLE_IDENTITY = "host.example:4242:0a1b2c3d4e5f"
 
@@ -27,7 +27,7 @@ def _sample(parameter: inspect.Parameter) -> object:
 
 
 def key_names_of_the_keys_module() -> dict[str, list[str]]:
-    """Each public name of djwork.keys that makes a key -> sample key names (a prefix: the prefix itself)."""
+    """Each public name of djwork.redis.keys that makes a key -> sample key names (a prefix: the prefix itself)."""
     found: dict[str, list[str]] = {}
     for name, value in vars(keys).items():
         if name.startswith("_") or name in NOT_KEYS:
@@ -53,7 +53,7 @@ def test_every_key_of_the_keys_module_is_declared():
     assert len(names) > 50  # the walk found the module's keys, not an empty namespace
     missing = [(name, key) for name, samples in names.items() for key in samples
                if not declared(key, prefix=name.endswith("_PREFIX"))]
-    assert missing == [], "keys with no entry in djwork/key_bounds.py"
+    assert missing == [], "keys with no entry in djwork/redis/key_bounds.py"
 
 
 def test_every_per_job_key_has_a_ttl_or_a_cap():

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import djwork
-from djwork import key_bounds
+from djwork.redis import key_bounds
 from tests import batch_jobs, limiter_jobs, unique_jobs, worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until
 
@@ -50,5 +50,5 @@ def test_a_drain_leaves_no_undeclared_key_and_no_declared_ttl_missing(workers, r
             undeclared.append(key)
         elif bound.ttl and raw_redis.pttl(key) < 0:
             missing_ttl.append((key, bound.ttl))
-    assert undeclared == [], "keys left in Redis that djwork/key_bounds.py does not declare"
+    assert undeclared == [], "keys left in Redis that djwork/redis/key_bounds.py does not declare"
     assert missing_ttl == [], "keys declared with a TTL but left without one"

@@ -3,7 +3,7 @@
 A reliability audit found ``SET queue:default x`` stopped every fetch (2,000
 jobs on ``low`` ran 0 in 60 s) with a WRONGTYPE naming a Lua line, and
 ``SET retry x`` left every failing job stuck on its in-progress list.
-djwork/key_guard.py, lua/quarantine.lua, djwork/worker/key_guard.py.
+djwork/redis/key_repair.py, lua/quarantine.lua, djwork/worker/key_guard.py.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pytest
 import redis as redis_py
 
 import djwork
-from djwork import key_guard, keys, scripts
 from djwork import redis as redis_layer
-from djwork.conf import get_config
-from djwork.redis_connections import CountingConnection
+from djwork.redis import key_repair as key_guard
+from djwork.redis import keys, scripts
+from djwork.redis.connections import CountingConnection
+from djwork.settings.conf import get_config
 from djwork.worker.fetch import Fetcher
 from djwork.worker.key_guard import RepairThrottle
 from tests import jobs, worker_jobs

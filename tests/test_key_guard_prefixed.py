@@ -5,7 +5,7 @@ job's ``delay()`` raise forever; ``djwork:periodic:state:<entry>`` as a LIST
 logged a bare WRONGTYPE every 5 s; ``djwork:limiter:<name>`` as a STRING sent
 every job using it to dead. Item 4: ``SET djwork:metrics:totals x`` froze
 ``djwork_jobs_total`` and logged "stats window lost" each beat.
-djwork/key_reports.py, djwork/key_guard.py (repair_reported), djwork/worker/key_guard.py.
+djwork/redis/key_reports.py, djwork/redis/key_repair.py (repair_reported), djwork/worker/key_guard.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import pytest
 import redis as redis_py
 
 import djwork
-from djwork import key_guard, key_reports, keys, scripts
 from djwork import redis as redis_layer
-from djwork.key_types import expected_type
+from djwork.redis import key_repair as key_guard
+from djwork.redis import key_reports, keys, scripts
+from djwork.redis.key_types import expected_type
 from djwork.worker.limits import run_within
 from tests import limiter_jobs, unique_jobs, worker_jobs
 from tests.helpers_worker import counts, wait_until

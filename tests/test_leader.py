@@ -12,8 +12,8 @@ import threading
 import pytest
 
 from djwork import redis as redis_layer
-from djwork import scripts
-from djwork.conf import build_config
+from djwork.redis import scripts
+from djwork.settings.conf import build_config
 from djwork.worker.leader import Leader
 from tests.helpers_worker import wait_until
 

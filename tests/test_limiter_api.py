@@ -7,8 +7,9 @@ import threading
 
 import pytest
 
-from djwork import api, keys
+from djwork import api
 from djwork.limiter import bucket, concurrent, leaky, points, record_rescheduled, window
+from djwork.redis import keys
 from tests.helpers_worker import wait_until
 
 

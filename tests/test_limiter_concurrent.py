@@ -11,9 +11,9 @@ import threading
 
 import pytest
 
-from djwork import keys
 from djwork.api import Limiter as LimiterStatus
 from djwork.limiter import OverLimit, clear_process_identity, concurrent, release_slots_of, set_process_identity
+from djwork.redis import keys
 from tests.helpers_worker import wait_until
 
 

@@ -12,9 +12,9 @@ import threading
 
 import pytest
 
-from djwork import keys
 from djwork.api import Limiter as LimiterStatus
 from djwork.limiter import OverLimit, bucket, leaky, points, window
+from djwork.redis import keys
 from tests.helpers_worker import wait_until
 
 EPSILON = 2e-6  # admission times travel as strings with 6 decimals

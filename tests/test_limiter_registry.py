@@ -7,7 +7,6 @@ import pickle
 
 import pytest
 
-from djwork import keys
 from djwork import redis as redis_layer
 from djwork.limiter import (
     OverLimit,
@@ -21,6 +20,7 @@ from djwork.limiter import (
     unlimited,
     window,
 )
+from djwork.redis import keys
 
 
 def redis_now(raw_redis) -> float:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import signal
 
-from djwork import keys
 from djwork.api import History, Limiter
+from djwork.redis import keys
 from tests import limiter_jobs
 from tests.helpers_worker import counts, wait_until
 

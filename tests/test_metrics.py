@@ -3,7 +3,7 @@
 ``sidekiq_top_jobs`` below is a line-by-line Python reading of Sidekiq 8's
 ``Sidekiq::Metrics::Query#top_jobs`` (docs/metrics.md, Reading): it builds
 its key names itself, from Sidekiq's strftime patterns, not from
-djwork/keys.py, so a key djwork names differently from Sidekiq shows up as
+djwork/redis/keys.py, so a key djwork names differently from Sidekiq shows up as
 a mismatch.
 """
 
@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from djwork.api import Metrics, mark_deploy
-from djwork.metrics_layout import BUCKET_BOUNDS, HISTOGRAM_READ, bucket_index
+from djwork.metrics.layout import BUCKET_BOUNDS, HISTOGRAM_READ, bucket_index
 from djwork.worker import queue_samples
 from djwork.worker.metrics import ExecutionMetrics, queue_writes
 from tests import worker_jobs
@@ -287,7 +287,7 @@ def test_prometheus_numbers_match_the_read_api_and_anonymous_is_refused(raw_redi
 
 
 def test_metrics_false_builds_no_recorder_and_no_sampler_thread(raw_redis):
-    from djwork.conf import build_config
+    from djwork.settings.conf import build_config
     from djwork.worker.launcher import Launcher
 
     off = Launcher(build_config({"METRICS": False}))
@@ -300,8 +300,8 @@ def test_metrics_false_builds_no_recorder_and_no_sampler_thread(raw_redis):
 
 def test_periodic_series_carry_the_entries_counters(raw_redis):
     from djwork.api import Periodic
-    from djwork.conf import build_config
-    from djwork.prometheus import periodic_families
+    from djwork.metrics.prometheus import periodic_families
+    from djwork.settings.conf import build_config
     from tests.support.periodic import BASE, HOUR, entry, ticker_at
 
     hourly = entry(name="hourly", args=["h"])

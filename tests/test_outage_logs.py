@@ -15,7 +15,7 @@ import redis as redis_py
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from djwork import payload
-from djwork.redis_outage import OutageTracker
+from djwork.redis.outage import OutageTracker
 from djwork.testing.redis_server import RedisServer
 from tests.helpers_worker import in_progress_items, wait_until
 

@@ -1,4 +1,4 @@
-"""djwork.api.Periodic (the read model and the operator's writes) and djwork.cron.locks, against the private Redis."""
+"""djwork.api.Periodic (the read model and the operator's writes) and djwork.periodic.locks, against the private Redis."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from djwork import keys
 from djwork.api import ApiError, Periodic, StaleEntry
 from djwork.api import periodic as periodic_api
-from djwork.conf import build_config
-from djwork.cron import locks
+from djwork.periodic import locks
+from djwork.redis import keys
+from djwork.settings.conf import build_config
 from djwork.worker.history import append
 from tests.browser import seed
 from tests.support.periodic import BASE, HOUR, entry, queued, ticker_at

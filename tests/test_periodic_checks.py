@@ -1,4 +1,4 @@
-"""System checks of periodic entries (djwork/cron/checks.py): each bad entry is one error with a hint.
+"""System checks of periodic entries (djwork/periodic/checks.py): each bad entry is one error with a hint.
 
 tests/test_checks.py holds one bad value per check id with the other settings'
 cases; these are the entry-by-entry cases, @djwork.periodic declarations
@@ -14,9 +14,9 @@ from django.core.checks import Error
 from django.test import override_settings
 
 import djwork
-from djwork.checks import check_settings
-from djwork.conf import build_config
-from djwork.cron import entries
+from djwork.periodic import entries
+from djwork.settings.checks import check_settings
+from djwork.settings.conf import build_config
 from tests.support.periodic import StandingLeader
 from tests.support.settings_values import base_djwork
 

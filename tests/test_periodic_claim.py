@@ -11,13 +11,13 @@ import json
 
 import pytest
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
-from djwork.conf import build_config
-from djwork.cron import claim as claims
-from djwork.cron.entries import parse_entry
-from djwork.cron.plan import ON_TIME_GRACE, Claim, plan
-from djwork.cron.schedule import to_ms
+from djwork.periodic import claim as claims
+from djwork.periodic.entries import parse_entry
+from djwork.periodic.plan import ON_TIME_GRACE, Claim, plan
+from djwork.periodic.schedule import to_ms
+from djwork.redis import keys, scripts
+from djwork.settings.conf import build_config
 from tests import periodic_jobs
 from tests.support.periodic import BASE, HOUR, OUT, entry, queued, redis_now, ticker_at
 

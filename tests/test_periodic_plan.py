@@ -1,4 +1,4 @@
-"""The periodic slot plan (djwork.cron.plan.plan), directly: which slots a tick fires or skips, no Redis, no clock.
+"""The periodic slot plan (djwork.periodic.plan.plan), directly: which slots a tick fires or skips, no Redis, no clock.
 
 tests/test_periodic_claim.py drives the plan through the Lua claim against
 Redis; these pin the plan's own rules: on time within ON_TIME_GRACE,
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 
-from djwork.cron.entries import parse_entry
-from djwork.cron.plan import FIRES_PER_TICK, ON_TIME_GRACE, Claim, plan
+from djwork.periodic.entries import parse_entry
+from djwork.periodic.plan import FIRES_PER_TICK, ON_TIME_GRACE, Claim, plan
 from tests.support.periodic import BASE, HOUR
 
 MINUTE = 60

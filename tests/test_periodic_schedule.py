@@ -1,4 +1,4 @@
-"""Schedule math (djwork/cron/schedule.py, plan.py): cron lines, aliases, time zones and both DST cases."""
+"""Schedule math (djwork/periodic/schedule.py, plan.py): cron lines, aliases, time zones and both DST cases."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import re
 
 import pytest
 
-from djwork.cron.entries import parse_entry
-from djwork.cron.plan import plan
-from djwork.cron.schedule import Schedule, ScheduleError, from_ms, to_ms
+from djwork.periodic.entries import parse_entry
+from djwork.periodic.plan import plan
+from djwork.periodic.schedule import Schedule, ScheduleError, from_ms, to_ms
 
 UTC = dt.UTC
 BERLIN = "Europe/Berlin"

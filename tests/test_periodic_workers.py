@@ -14,8 +14,8 @@ import json
 import signal
 from typing import Any
 
-from djwork.cron.claim import slot_jid
-from djwork.cron.clock import Clock
+from djwork.periodic.claim import slot_jid
+from djwork.periodic.clock import Clock
 from tests import periodic_jobs
 from tests.helpers_worker import identities, wait_until
 

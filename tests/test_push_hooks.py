@@ -1,4 +1,4 @@
-"""Features in a push, and where they run against the user's CLIENT_MIDDLEWARE (djwork/push_hooks.py).
+"""Features in a push, and where they run against the user's CLIENT_MIDDLEWARE (djwork/client/push_hooks.py).
 
 Each test pins one reason for the order, with one push and with delay_many:
 the user's middleware sees a batch's ``bid``, and the batch collects the
@@ -18,7 +18,8 @@ from django.test import override_settings
 
 import djwork
 import djwork.testing
-from djwork import keys, signals
+from djwork import signals
+from djwork.redis import keys
 from tests import batch_jobs, jobs, unique_jobs
 
 seen: list[tuple[Any, Any]] = []  # (args, bid) as the middleware below saw each push

@@ -15,7 +15,7 @@ import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from djwork.redis_outage import OutageTracker
+from djwork.redis.outage import OutageTracker
 from tests import worker_jobs
 from tests.faultproxy import FaultProxy
 from tests.helpers_worker import counts, in_progress_items, wait_until

@@ -24,8 +24,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from djwork import redis as redis_layer
-from djwork.conf import build_config
 from djwork.redis import ConnectPhaseError, PoolExhaustedError, RedisEvent, RedisLayer
+from djwork.settings.conf import build_config
 from djwork.testing.redis_server import RedisServer
 from tests.faultproxy import FaultProxy
 

@@ -1,4 +1,4 @@
-"""Redis settings that lose jobs, called out at worker boot and on the dashboard (djwork/redis_risks.py).
+"""Redis settings that lose jobs, called out at worker boot and on the dashboard (djwork/redis/risks.py).
 
 Each test starts its own redis-server with the setting under test and stops it after.
 """
@@ -13,7 +13,7 @@ import redis as redis_py
 from django.urls import reverse
 
 from djwork import redis as redis_layer
-from djwork import redis_risks
+from djwork.redis import risks as redis_risks
 from djwork.testing.redis_server import RedisServer
 
 BOOTED = "starting: identity="

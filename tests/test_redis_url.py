@@ -1,4 +1,4 @@
-"""Where djwork connects, said without secrets (djwork/redis_url.py): the dashboard's footer and error messages."""
+"""Where djwork connects, said without secrets (djwork/redis/url.py): the dashboard's footer and error messages."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.urls import reverse
 
-from djwork.redis_url import public_url
+from djwork.redis.url import public_url
 
 
 @pytest.mark.parametrize(("url", "shown"), [

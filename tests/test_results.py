@@ -8,9 +8,10 @@ from __future__ import annotations
 import pytest
 
 import djwork
-from djwork import keys, result_record, scripts
-from djwork.conf import get_config
+from djwork.redis import keys, scripts
 from djwork.results import NoResult
+from djwork.results import record as result_record
+from djwork.settings.conf import get_config
 from djwork.tasks_backend import DjworkBackend
 from djwork.tasks_compat import TaskResultDoesNotExist, task_backends
 from example import tasks as example_tasks

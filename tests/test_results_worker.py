@@ -10,7 +10,7 @@ import threading
 import pytest
 
 import djwork
-from djwork import keys, scripts
+from djwork.redis import keys, scripts
 from djwork.results import JobError, ResultNotStored
 from tests import result_jobs
 from tests.faultproxy import FaultProxy

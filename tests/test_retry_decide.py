@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import djwork
-from djwork.task_class import Retry
+from djwork.jobs.task_class import Retry
 from djwork.worker.retry import ERROR_MESSAGE_LIMIT, decide, max_retries_for, sidekiq_backoff
 
 NOW = 1_000_000.0

@@ -14,8 +14,8 @@ from django.test import Client
 from django.urls import reverse
 
 import djwork
-from djwork import keys
 from djwork.payload import dumps
+from djwork.redis import keys
 from djwork.results import JobRevoked
 from tests import result_jobs
 

@@ -10,7 +10,7 @@ import datetime as dt
 import pytest
 
 import djwork
-from djwork import keys
+from djwork.redis import keys
 from tests import result_jobs
 from tests.helpers_worker import blocked_takers, counts, in_progress_items, wait_until
 

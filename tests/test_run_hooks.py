@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from djwork.conf import get_config
-from djwork.task_events import CeleryEvents
+from djwork.jobs.task_events import CeleryEvents
+from djwork.settings.conf import get_config
 from djwork.worker.history import HistoryRecorder, RunHistory
 from djwork.worker.installed_hooks import installed_hooks
 from djwork.worker.metrics import ExecutionMetrics

@@ -10,7 +10,7 @@ import pytest
 import redis as redis_py
 
 from djwork import redis as redis_layer
-from djwork import scripts
+from djwork.redis import scripts
 
 REPO_LUA = Path(__file__).resolve().parent.parent / "lua"
 

@@ -25,12 +25,12 @@ from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 
-from djwork import api, keys
+from djwork import api
 from djwork import redis as redis_layer
-from djwork.checks import check_settings
-from djwork.conf import build_config
-from djwork.redis import ConnectPhaseError, DedicatedConnection, RedisLayer
-from djwork.settings_kinds import SentinelUrl, sentinel_url
+from djwork.redis import ConnectPhaseError, DedicatedConnection, RedisLayer, keys
+from djwork.settings.checks import check_settings
+from djwork.settings.conf import build_config
+from djwork.settings.kinds import SentinelUrl, sentinel_url
 from djwork.testing.sentinel import SentinelTopology, sentinel_command
 from tests import worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from djwork.conf import Config, build_config
-from djwork.settings_doc import KEYS_BEGIN, KEYS_END, with_keys_rendered
-from djwork.settings_kinds import check_kind
-from djwork.settings_table import SETTINGS
+from djwork.settings.conf import Config, build_config
+from djwork.settings.doc import KEYS_BEGIN, KEYS_END, with_keys_rendered
+from djwork.settings.kinds import check_kind
+from djwork.settings.table import SETTINGS
 from tests.support.settings_values import BAD_VALUES, base_djwork
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 SPECS = {spec.name: spec for spec in SETTINGS}
-DICT_CHECK_IDS = {"djwork.E000", "djwork.E001"}  # about the DJWORK dict itself (djwork/checks.py), no key's
+DICT_CHECK_IDS = {"djwork.E000", "djwork.E001"}  # about the DJWORK dict itself (djwork/settings/checks.py), no key's
 
 
 def doc_rows(prefix: str) -> dict[str, list[str]]:
@@ -33,8 +33,8 @@ def test_keys_tables_are_the_rendered_table():
     doc = DOC.read_text(encoding="utf-8")
     assert KEYS_BEGIN in doc and KEYS_END in doc
     assert with_keys_rendered(doc) == doc, (
-        "docs/settings.md's Keys tables differ from djwork/settings_table.py; "
-        "run `python -m djwork.settings_doc docs/settings.md`")
+        "docs/settings.md's Keys tables differ from djwork/settings/table.py; "
+        "run `python -m djwork.settings.doc docs/settings.md`")
 
 
 def test_every_documented_key_is_in_the_table_with_its_default_and_check_id():

@@ -1,13 +1,13 @@
-"""The shape of the code base, checked by reading the source (no Redis; only djwork.keys is imported).
+"""The shape of the code base, checked by reading the source (no Redis; only djwork.redis.keys is imported).
 
 - no import cycle among djwork's and djwork_dashboard's modules, counting every
   import statement (module level, inside functions, under ``if TYPE_CHECKING:``);
 - no module in djwork/ longer than 400 lines;
 - djwork_dashboard imports nothing from redis-py (djwork.api raises its own errors), imports of djwork only
   djwork.api and a small listed surface, and reaches no module that talks to Redis but through djwork.api;
-- djwork/client.py imports only its listed modules: features attach to a push as hooks (djwork/push_hooks.py);
+- djwork/client/__init__.py imports only its listed modules: features attach to a push as hooks (djwork/client/push_hooks.py);
 - the repository stands alone: no citation of documents or code a reader of it can't open;
-- docs/keys.md lists every key djwork/keys.py names;
+- docs/keys.md lists every key djwork/redis/keys.py names;
 - what runs a job (the Executor, a coroutine job, the hook interface) imports no feature: features attach
   through run hooks (docs/hooks.md).
 """
@@ -174,8 +174,8 @@ def one_cycle(graph: dict[str, dict[str, ImportEdge]], group: list[str]) -> list
 def test_the_walker_resolves_submodules_packages_and_relative_imports():
     # Guards the guard: an import the walker failed to see would hide a cycle.
     edges = {edge.imported for edge in imports_of("djwork.client")}
-    assert {"djwork.keys", "djwork.redis", "djwork.conf", "djwork.payload"} <= edges, edges
-    assert "djwork" not in edges  # `from djwork import keys` is djwork.keys, not the package
+    assert {"djwork.redis.keys", "djwork.redis", "djwork.settings.conf", "djwork.payload"} <= edges, edges
+    assert "djwork" not in edges  # `from djwork import keys` is djwork.redis.keys, not the package
     assert {edge.imported for edge in imports_of("djwork")} >= {"djwork.jobs", "djwork.payload"}
     relative = [module for module in MODULES
                 if any(isinstance(node, ast.ImportFrom) and node.level
@@ -246,26 +246,26 @@ def test_the_repository_cites_nothing_outside_itself():
 
 def test_docs_keys_lists_every_key_named_in_keys_py():
     # keys.py says docs/keys.md mirrors it: a key added to one and not the other fails here.
-    from djwork import keys
+    from djwork.redis import keys
 
     documented = (ROOT / "docs" / "keys.md").read_text(encoding="utf-8")
     names = {name: value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)}
     missing = [f"{name} = {value!r}" for name, value in sorted(names.items()) if f"`{value}" not in documented]
-    assert names and not missing, f"keys in djwork/keys.py that docs/keys.md does not list: {missing}"
+    assert names and not missing, f"keys in djwork/redis/keys.py that docs/keys.md does not list: {missing}"
 
 
 # What runs a job may import: the job model, the Redis layer and filing, the retry rules, the hook interface.
 # A feature's run-time part is a RunHook in its own module, registered in djwork/worker/installed_hooks.py.
 RUN_CORE_IMPORTS = {
     "djwork.worker.execution": {
-        "djwork.conf", "djwork.dead", "djwork.jobs", "djwork.key_guard", "djwork.key_types", "djwork.keys",
+        "djwork.settings.conf", "djwork.dead", "djwork.jobs", "djwork.redis.key_repair", "djwork.redis.key_types", "djwork.redis.keys",
         "djwork.payload", "djwork.redis", "djwork.tasks_compat", "djwork.worker.acks",
         "djwork.worker.coroutine_jobs", "djwork.worker.failure_log", "djwork.worker.fetch",
         "djwork.worker.process", "djwork.worker.retry", "djwork.worker.run_hooks",
     },
     "djwork.worker.coroutine_jobs": {"djwork.worker.process", "djwork.worker.run_hooks"},
     "djwork.worker.run_hooks": {
-        "djwork.conf", "djwork.task_class", "djwork.worker.acks", "djwork.worker.fetch", "djwork.worker.retry",
+        "djwork.settings.conf", "djwork.jobs.task_class", "djwork.worker.acks", "djwork.worker.fetch", "djwork.worker.retry",
     },
 }
 
@@ -279,22 +279,22 @@ def test_what_runs_a_job_imports_no_feature():
 
 
 # --- seams: the client names no feature; the dashboard reaches Redis only through djwork.api -------------
-# What djwork/client.py may import: the Redis layer, the wire format, settings, the user's middleware and the
+# What djwork/client/__init__.py may import: the Redis layer, the wire format, settings, the user's middleware and the
 # hook seam. A feature (batches, unique jobs, testing modes, Celery's signals) takes part in a push as a hook
-# listed in djwork/push_hooks.py; importing it here would put it back in the client.
+# listed in djwork/client/push_hooks.py; importing it here would put it back in the client.
 CLIENT_IMPORTS = {
-    "djwork.conf", "djwork.errors", "djwork.key_reports", "djwork.key_types", "djwork.keys", "djwork.middleware",
-    "djwork.payload", "djwork.push_hooks", "djwork.redis", "djwork.redis_url", "djwork.scripts",
+    "djwork.settings.conf", "djwork.exceptions", "djwork.redis.key_reports", "djwork.redis.key_types", "djwork.redis.keys", "djwork.middleware",
+    "djwork.payload", "djwork.client.push_hooks", "djwork.redis", "djwork.redis.url", "djwork.redis.scripts",
 }
 
 
 def test_the_client_imports_no_feature():
     found = [str(edge) for edge in imports_of("djwork.client") if edge.imported not in CLIENT_IMPORTS]
-    assert not found, ("djwork/client.py imports outside its list (a feature attaches as a hook in "
-                       "djwork/push_hooks.py FEATURES):\n  " + "\n  ".join(found))
+    assert not found, ("djwork/client/__init__.py imports outside its list (a feature attaches as a hook in "
+                       "djwork/client/push_hooks.py FEATURES):\n  " + "\n  ".join(found))
     # The seam itself names no feature (it resolves FEATURES by dotted path): else every feature imports it
     # and it imports every feature.
-    assert not imports_of("djwork.push_hooks"), imports_of("djwork.push_hooks")
+    assert not imports_of("djwork.client.push_hooks"), imports_of("djwork.client.push_hooks")
 
 
 def _is_api(module: str) -> bool:
@@ -304,8 +304,8 @@ def _is_api(module: str) -> bool:
 # What the dashboard may import of djwork besides djwork.api, and why; neither reaches Redis but through
 # djwork.api (the next test checks that).
 DASHBOARD_SURFACE = {
-    "djwork.conf": "the DJWORK settings: the health strip's thresholds, the metrics token",
-    "djwork.prometheus": "the Prometheus text the /metrics view serves: a reader of djwork.api, which keeps "
+    "djwork.settings.conf": "the DJWORK settings: the health strip's thresholds, the metrics token",
+    "djwork.metrics.prometheus": "the Prometheus text the /metrics view serves: a reader of djwork.api, which keeps "
                          "prometheus_client out of every djwork.api import",
 }
 
@@ -330,7 +330,7 @@ def test_the_dashboard_imports_of_djwork_only_its_api_and_a_small_surface():
 
 def test_the_dashboard_reaches_the_redis_layer_only_through_djwork_api():
     # Walk every import from the dashboard, stopping at djwork.api: no module on the way may talk to Redis
-    # (import redis-py) itself. djwork.redis_url, imported once for the footer, reached djwork.redis_connections.
+    # (import redis-py) itself. djwork.redis.url, imported once for the footer, reached djwork.redis.connections.
     graph = import_graph()
     seen: dict[str, str] = {}
     frontier = [(edge.imported, f"{edge}") for module in MODULES if module.startswith("djwork_dashboard")

@@ -154,7 +154,7 @@ def test_tstp_is_forwarded_and_a_quiet_swarm_does_not_respawn(workers, raw_redis
 
 # --- supervisor policy, without processes ------------------------------------------------------
 def test_respawn_backoff_grows_while_a_slot_crashes_young_and_resets_after_a_stable_run():
-    from djwork.conf import build_config
+    from djwork.settings.conf import build_config
     from djwork.worker import swarm as swarm_module
 
     supervisor = swarm_module.Swarm(build_config({"TIMEOUT": 1}), 2)

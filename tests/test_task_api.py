@@ -14,7 +14,7 @@ from django.dispatch import receiver
 
 import djwork
 from djwork import signals
-from djwork.eager import EagerResult
+from djwork.jobs.eager import EagerResult
 from djwork.options import OptionError
 from djwork.worker.retry import decide
 from tests import celery_demo_jobs as demo

@@ -19,11 +19,11 @@ from django.test import override_settings
 from django.utils import timezone
 
 import djwork
-from djwork import keys
+from djwork.redis import keys
 from djwork.tasks_backend import TASK_FIELD, DjworkBackend
 from djwork.tasks_compat import (
+    DjangoTask,
     InvalidTask,
-    Task,
     TaskResult,
     TaskResultDoesNotExist,
     TaskResultStatus,
@@ -58,7 +58,7 @@ def test_the_default_backend_is_djwork():
     assert backend.supports_defer is True
     assert backend.supports_async_task is True
     assert backend.supports_get_result is True
-    assert isinstance(example_tasks.multiply, Task)
+    assert isinstance(example_tasks.multiply, DjangoTask)
 
 
 def test_a_priority_is_refused_as_django_defines_it_for_a_backend_without_priorities(raw_redis):

@@ -16,7 +16,7 @@ import pytest
 
 import djwork
 from djwork.options import OptionError
-from djwork.worker.time_limits import job_limits
+from djwork.worker.time_limits import time_limits_of
 from tests import time_limit_jobs as jobs
 from tests.helpers_worker import blocked_takers, in_progress_items, wait_until, zset_jobs
 
@@ -145,7 +145,7 @@ def test_the_exceptions_are_importable_as_celery_code_and_djwork_code_expect():
 
 
 def test_the_worker_reads_the_payloads_limits_and_falls_back_to_the_settings():
-    assert job_limits({"soft_time_limit": 1, "time_limit": 2.5}, None, None) == (1.0, 2.5)
-    assert job_limits({}, 30, 60) == (30, 60)
+    assert time_limits_of({"soft_time_limit": 1, "time_limit": 2.5}, None, None) == (1.0, 2.5)
+    assert time_limits_of({}, 30, 60) == (30, 60)
     # A foreign or hand-written payload's nonsense reads as unset, never as a zero limit.
-    assert job_limits({"soft_time_limit": "5", "time_limit": -1}, None, 60) == (None, 60)
+    assert time_limits_of({"soft_time_limit": "5", "time_limit": -1}, None, 60) == (None, 60)

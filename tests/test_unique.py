@@ -19,8 +19,8 @@ from django.conf import settings
 from django.test import override_settings
 
 import djwork
-from djwork import keys
 from djwork.options import OptionError
+from djwork.redis import keys
 from tests import unique_jobs
 from tests.faultproxy import FaultProxy
 

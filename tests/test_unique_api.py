@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from djwork import api, keys
+from djwork import api
+from djwork.redis import keys
 from tests import unique_jobs
 
 IDENTITY = "host:1:unique-api"

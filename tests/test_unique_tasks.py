@@ -9,8 +9,8 @@ import pytest
 from django.conf import settings
 from django.test import override_settings
 
-from djwork import keys
 from djwork.options import OptionError
+from djwork.redis import keys
 from djwork.tasks_compat import task_backends, task_enqueued
 from example import tasks as example_tasks
 

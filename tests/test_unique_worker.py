@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from djwork import api, keys, scripts
+from djwork import api
+from djwork.redis import keys, scripts
 from tests import unique_jobs
 from tests.faultproxy import FaultProxy
 from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from djwork import scripts
+from djwork.redis import scripts
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("djwork", "djwork_dashboard")
@@ -145,7 +145,7 @@ PROBE = textwrap.dedent("""
     import djwork
     import djwork_dashboard
     from django.template.loader import get_template
-    from djwork import scripts
+    from djwork.redis import scripts
 
     print(json.dumps({
         "djwork": djwork.__file__,

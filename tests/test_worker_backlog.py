@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 
-from djwork import scripts
+from djwork.redis import scripts
 from tests import worker_jobs
 from tests.faultproxy import FaultProxy
 from tests.helpers_worker import counts, in_progress_items, wait_until

@@ -1,7 +1,7 @@
 """A worker's own config (command-line overrides included) sizes its Redis pools."""
 
 from djwork import redis as redis_layer
-from djwork.conf import build_config
+from djwork.settings.conf import build_config
 from djwork.worker.launcher import Launcher
 
 

@@ -69,8 +69,8 @@ def pipeline_loop(count: int) -> float:
     """Seconds for `count` LPUSH + SADD pipelines, one per job, from this thread (djwork's wire, no framework)."""
     from bench import jobs
     from bench.others.counter import client
-    from djwork import keys
     from djwork.payload import dumps
+    from djwork.redis import keys
 
     payload, _at = jobs.nearly_noop.build_payload([], {})
     payload["enqueued_at"] = time.time()

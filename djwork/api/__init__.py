@@ -39,7 +39,7 @@ __all__ += ["Limiter", "LimiterDetail", "LimiterHolder", "LimiterSummary", "Limi
 
 # Periodic entries (docs/periodic.md).
 from djwork.api.periodic import Periodic, PeriodicEntry, PeriodicRun  # noqa: E402
-from djwork.cron.entries import ENTRY_ID as PERIODIC_ENTRY_ID  # noqa: E402
+from djwork.periodic.entries import ENTRY_ID as PERIODIC_ENTRY_ID  # noqa: E402
 
 __all__ += ["PERIODIC_ENTRY_ID", "Periodic", "PeriodicEntry", "PeriodicRun"]
 
@@ -56,7 +56,7 @@ __all__ += ["LockPage", "UniqueLock", "UniqueLocks"]
 # Execution metrics, queue samples, deploy marks (docs/metrics.md).
 from djwork.api.metrics import ClassMetrics, Mark, Metrics, MetricsResult, mark_deploy  # noqa: E402
 from djwork.api.metrics_queues import QueuePoint, QueueSeries  # noqa: E402
-from djwork.metrics_layout import BUCKET_LABELS  # noqa: E402
+from djwork.metrics.layout import BUCKET_LABELS  # noqa: E402
 
 __all__ += ["BUCKET_LABELS", "ClassMetrics", "Mark", "Metrics", "MetricsResult", "QueuePoint", "QueueSeries",
             "mark_deploy"]

@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 
 from djwork import redis as redis_layer
 from djwork.api.errors import RedisUnavailable
-from djwork.redis_url import public_location
+from djwork.redis.url import public_location
 
 T = TypeVar("T")
 

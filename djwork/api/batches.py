@@ -11,11 +11,11 @@ import dataclasses
 import time
 from typing import Any
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.records import Page
 from djwork.batches.batch import LISTING_TTL
 from djwork.batches.status import BatchStatus, parse, read_status
+from djwork.redis import keys
 
 FILTER_SCAN_LIMIT = 5_000  # entries a description or kind filter looks through, newest first
 KINDS = ("all", "batch", "canvas")  # every batch; those of ``djwork.Batch``; those a canvas made for itself

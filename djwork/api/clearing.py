@@ -14,8 +14,9 @@ from typing import Any
 
 import orjson
 
-from djwork import job_locks, keys, scripts
+from djwork import job_locks
 from djwork.api import access
+from djwork.redis import keys, scripts
 
 BATCH = 1000
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from djwork import redis_risks
 from djwork.api import access
 from djwork.api.processes import Process, ProcessSet
 from djwork.api.queues import Queue, QueueSummary
-from djwork.redis_risks import RedisRisk
+from djwork.redis import risks as redis_risks
+from djwork.redis.risks import RedisRisk
 
 # A beat is "late" once this many intervals passed without one: one missed beat
 # is a slow Redis round trip, two in a row are a stuck or partitioned process.

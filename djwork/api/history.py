@@ -16,9 +16,9 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.records import text, to_datetime, to_float, to_int
+from djwork.redis import keys
 
 STATUSES = ("ok", "retry", "dead", "failed", "expired", "rescheduled", "invalidated")
 SCAN_LIMIT = 5000  # runs examined per page when filtering, so a rare filter can't scan the whole stream

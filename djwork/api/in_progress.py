@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.processes import Process, Work
 from djwork.api.records import JobRecord
+from djwork.redis import keys
 
 SHOWN_PER_LIST = 100  # jobs read from one in-progress list: a process holds at most its concurrency and backlog
 

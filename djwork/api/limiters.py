@@ -13,12 +13,12 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.records import Page, text, to_datetime, to_float
 from djwork.limiter import admin, usage
 from djwork.limiter.names import validate_name
 from djwork.limiter.stats import LimiterStats, parse_stats
+from djwork.redis import keys
 
 KINDS = ("concurrent", "bucket", "window", "leaky", "points")
 

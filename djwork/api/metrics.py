@@ -13,10 +13,10 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.metrics_queues import QueueSeries, read_queue_series
-from djwork.metrics_layout import BUCKET_BOUNDS, BUCKETS, HISTOGRAM_READ
+from djwork.metrics.layout import BUCKET_BOUNDS, BUCKETS, HISTOGRAM_READ
+from djwork.redis import keys
 
 # Period name -> (granularity, buckets): minutes for up to 8 h, 10-minute rollups beyond (Sidekiq's METRICS_PERIODS).
 PERIODS: dict[str, tuple[str, int]] = {

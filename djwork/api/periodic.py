@@ -26,17 +26,17 @@ from typing import Any
 from django.conf import settings
 from redis.exceptions import ResponseError
 
-from djwork import keys, scripts
 from djwork.api import access
 from djwork.api.errors import ApiError, StaleEntry
 from djwork.api.history import runs_before
 from djwork.api.records import text, to_datetime, to_int
-from djwork.conf import Config, get_config
-from djwork.cron import claim as claims
-from djwork.cron.entries import Entry, EntryError, configured, parse_entry
-from djwork.cron.locks import RELEASE_SCRIPT
-from djwork.cron.schedule import from_ms
 from djwork.jobs import resolve
+from djwork.periodic import claim as claims
+from djwork.periodic.entries import Entry, EntryError, configured, parse_entry
+from djwork.periodic.locks import RELEASE_SCRIPT
+from djwork.periodic.schedule import from_ms
+from djwork.redis import keys, scripts
+from djwork.settings.conf import Config, get_config
 
 HISTORY_SCAN = 2000  # execution-history runs searched for the outcome of the runs shown
 COUNTERS = ("fired", "run_now", "skipped_missed", "skipped_paused", "skipped_overlap", "skipped_middleware")

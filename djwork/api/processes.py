@@ -10,10 +10,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.errors import EmbeddedProcess, StaleEntry
 from djwork.api.records import JobRecord, text, to_datetime, to_float, to_int
+from djwork.redis import keys
 
 HASH_FIELDS = ("info", "busy", "beat", "quiet", "rss", "rtt_us", "concurrency")
 CLEANUP_TTL = 60  # Sidekiq 7: prune members without a hash at most once a minute

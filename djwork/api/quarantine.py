@@ -11,9 +11,9 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.records import text
+from djwork.redis import keys
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import keys
 from djwork.api import access
 from djwork.api.clearing import clear_releasing_locks
 from djwork.api.errors import StaleEntry
 from djwork.api.records import JobRecord, Page, text
 from djwork.api.unique_locks import remove_call
+from djwork.redis import keys
 
 SCAN_BATCH = 500
 

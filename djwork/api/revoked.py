@@ -11,9 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import keys, result_record
 from djwork.api import access
 from djwork.api.records import text, to_datetime
+from djwork.redis import keys
+from djwork.results import record as result_record
 
 SHOWN = 20  # a short list: revokes are rare, and each one is searchable by jid on the other pages
 

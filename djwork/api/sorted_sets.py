@@ -18,17 +18,18 @@ from typing import Any, Generic, TypeVar
 
 from redis.exceptions import ResponseError
 
-from djwork import job_locks, keys, unique
+from djwork import job_locks, unique
 from djwork.api import access
 from djwork.api.clearing import clear_releasing_locks
 from djwork.api.errors import NotRetryable, StaleEntry
 from djwork.api.records import JobRecord, Page, text, to_datetime
 from djwork.api.unique_locks import remove_call
 from djwork.client import client_chain
-from djwork.conf import get_config
 from djwork.dead import INVALID_PAYLOAD_CLASS, ScriptCall, move_to_dead
 from djwork.middleware import run_client_chain
 from djwork.payload import dumps, new_jid
+from djwork.redis import keys
+from djwork.settings.conf import get_config
 
 ADDRESS = re.compile(r"\A(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)-(.+)\Z", re.DOTALL)
 SEARCH_LIMIT = 500

@@ -8,9 +8,10 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from djwork import keys, redis_risks
 from djwork.api import access
 from djwork.api.records import JobRecord, text, to_int
+from djwork.redis import keys
+from djwork.redis import risks as redis_risks
 
 INFO_FIELDS = ("redis_version", "uptime_in_days", "connected_clients", "used_memory_human",
                "used_memory_peak_human", "maxmemory_human", "role")

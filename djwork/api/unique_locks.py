@@ -19,10 +19,11 @@ from typing import Any
 
 import orjson
 
-from djwork import job_locks, keys
+from djwork import job_locks
 from djwork.api import access
 from djwork.api.records import JobRecord, text
 from djwork.dead import ScriptCall
+from djwork.redis import keys
 
 # A digest as the key holds it after "unique:": djwork's are SHA-256 hex; other writers' may differ,
 # but nothing with spaces, newlines or glob characters reaches a key, a URL or a script argument.

@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from djwork import keys
 from djwork import redis as redis_layer
 from djwork.batches import collect, runtime
 from djwork.batches.status import BatchStatus, read_status
 from djwork.payload import build, check_json_native, dumps
+from djwork.redis import keys
 
 PENDING_TTL = 30 * 24 * 3600  # a batch that never succeeds is forgotten 30 days after its last add
 LISTING_TTL = PENDING_TTL + 86400  # an entry of the `batches` listing older than this names expired keys
@@ -127,7 +127,7 @@ class Batch:
                 pipe.expire(key, PENDING_TTL)
             if first and count == 0:
                 # Nothing will ever end in it: its events are decided now, in the same transaction.
-                from djwork import scripts
+                from djwork.redis import scripts
 
                 pipe.execute_command("EVAL", scripts.source("batch_check"), 1, head)
             return pipe.execute()

@@ -1,6 +1,6 @@
 """Collecting the pushes made inside ``with batch.jobs():``, to write them with the batch in one step.
 
-``CollectInBatch`` is a hook of every push (djwork/push_hooks.py): one
+``CollectInBatch`` is a hook of every push (djwork/client/push_hooks.py): one
 ContextVar lookup, nothing more when no block is open. Inside a block the
 payload gets the batch's ``bid`` (Sidekiq Pro's field, before client
 middleware runs, so middleware sees it) and, after the middleware (which may
@@ -14,8 +14,8 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import Any
 
+from djwork.client.push_hooks import Pushed, PushHook
 from djwork.payload import dumps
-from djwork.push_hooks import Pushed, PushHook
 
 _current: ContextVar[Collector | None] = ContextVar("djwork_batch_collector", default=None)
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
-from djwork import result_record
 from djwork.batches import runtime
+from djwork.results import record as result_record
 from djwork.worker.run_hooks import OK, JobRun, RunHook
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
 
 
 class BatchRun(RunHook):

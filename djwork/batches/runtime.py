@@ -17,9 +17,10 @@ import time
 from contextvars import ContextVar, Token
 from typing import Any, NamedTuple
 
-from djwork import job_locks, keys
+from djwork import job_locks
 from djwork import redis as redis_layer
 from djwork.payload import dumps, is_json_native
+from djwork.redis import keys
 
 logger = logging.getLogger("djwork")
 

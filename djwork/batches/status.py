@@ -7,8 +7,8 @@ from typing import Any
 
 import orjson
 
-from djwork import keys
 from djwork import redis as redis_layer
+from djwork.redis import keys
 
 EVENTS = ("complete", "success", "death", "settled")
 

@@ -13,8 +13,8 @@ from djwork.canvas.nest import Compiler, steps_of, unlinked
 from djwork.canvas.plan import Plan, links, new_bid, payload_of, push, resolve_job, write
 from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
 from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature, as_signature
-from djwork.enqueue import JobRef
-from djwork.result_record import PAYLOAD_FIELD
+from djwork.jobs.enqueue import JobRef
+from djwork.results.record import PAYLOAD_FIELD
 
 
 def _options(options: dict[str, Any], allowed: tuple[str, ...], where: str) -> dict[str, Any]:

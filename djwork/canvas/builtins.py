@@ -36,8 +36,8 @@ def call_errback(task_id: str, errback: dict[str, Any]) -> Any:
     in the failed task's worker: the request names the failed job, ``exc`` and ``traceback`` are read back
     from its result record (a canvas's jobs keep one). Pushed once, by the Lua step that recorded the death."""
     from djwork.canvas.signature import signature
+    from djwork.jobs.task_class import Request
     from djwork.results import AsyncResult, JobError
-    from djwork.task_class import Request
 
     sig = signature(errback)
     found = AsyncResult(task_id)

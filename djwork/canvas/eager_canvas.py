@@ -1,6 +1,6 @@
 """``sig.apply()``, ``chain.apply()``, ``group.apply()``, ``chord.apply()``: a canvas run now, in this process.
 
-Celery's eager ``apply``: each task runs through ``task.apply()`` (djwork/eager.py: its request, hooks,
+Celery's eager ``apply``: each task runs through ``task.apply()`` (djwork/jobs/eager.py: its request, hooks,
 signals and retries), in canvas order, each result passed on as it would be by the workers. Nothing
 touches Redis. A task that fails stops the canvas there, and its ``EagerResult`` is the canvas's
 (``.get()`` re-raises its exception).
@@ -13,7 +13,7 @@ from typing import Any
 from djwork.canvas.nest import steps_of
 from djwork.canvas.shapes import group
 from djwork.canvas.signature import APPLY, CanvasError, Signature
-from djwork.eager import FAILURE, SUCCESS, EagerResult
+from djwork.jobs.eager import FAILURE, SUCCESS, EagerResult
 from djwork.payload import new_jid
 
 NOTHING = object()  # no previous result: the first step of a canvas

@@ -30,7 +30,7 @@ from djwork.canvas import plan as plans
 from djwork.canvas.shapes import chain, chord, group
 from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
 from djwork.payload import new_jid
-from djwork.result_record import PAYLOAD_FIELD
+from djwork.results.record import PAYLOAD_FIELD
 
 
 @dataclass

@@ -25,13 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from djwork import keys
 from djwork import redis as redis_layer
 from djwork.batches import collect
 from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
 from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
 from djwork.payload import build, dumps
-from djwork.result_record import PAYLOAD_FIELD
+from djwork.redis import keys
+from djwork.results.record import PAYLOAD_FIELD
 
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
 SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}, "died": ""}
@@ -214,7 +214,7 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
                 pipe.zadd(keys.SCHEDULE, {raw: score for score, raw in collector.scheduled})
         for plan in plans:
             if not plan.jids:
-                from djwork import scripts
+                from djwork.redis import scripts
 
                 # Nothing will end in it (an empty group or chord header): its events are decided now.
                 pipe.execute_command("EVAL", scripts.source("batch_check"), 1, keys.batch(plan.bid))

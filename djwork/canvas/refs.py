@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from djwork import keys
 from djwork import redis as redis_layer
 from djwork.batches.status import BatchStatus, read_status
 from djwork.canvas.signature import CanvasError, ChordError
+from djwork.redis import keys
 
 FIRST_WAIT = 0.02
 LONGEST_WAIT = 0.25
@@ -134,7 +134,7 @@ class GroupRef:
 
     def revoke(self) -> list[bool]:
         """``djwork.revoke`` each member: True where it was found waiting and removed (docs/celery.md, Revoke)."""
-        from djwork.revoke import revoke
+        from djwork.results.revoke import revoke
 
         return [revoke(jid) for jid in self.jids]
 
@@ -149,7 +149,7 @@ class GroupRef:
 
     def save(self) -> GroupRef:
         """Keep this group's ids for RESULT_TTL, so ``GroupResult.restore(id)`` finds it in any process (Celery's)."""
-        from djwork.conf import get_config
+        from djwork.settings.conf import get_config
 
         value = orjson.dumps({"bid": self.bid, "jids": self.jids})
         ttl = get_config().result_ttl

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from djwork import keys, task_class
 from djwork import redis as redis_layer
 from djwork.batches import runtime
 from djwork.canvas import plan as plans
 from djwork.canvas.nest import Compiler
 from djwork.canvas.shapes import as_node
 from djwork.canvas.signature import CanvasError, Signature
+from djwork.jobs import task_class
+from djwork.redis import keys
 
 
 def _batch_of(task: Any, what: str) -> tuple[str, str, dict[str, str]]:

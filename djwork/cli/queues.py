@@ -8,7 +8,7 @@ from djwork import api
 from djwork.cli.confirm import confirm
 from djwork.cli.output import OK, Context, Failure, plural, seconds_text, table
 from djwork.cli.parsing import acting, looking
-from djwork.settings_kinds import QUEUE_NAME
+from djwork.settings.kinds import QUEUE_NAME
 
 
 def queue_name(value: str) -> str:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from djwork import api, result_record
+from djwork import api
 from djwork.cli.confirm import confirm
 from djwork.cli.output import ATTENTION, OK, Context
 from djwork.cli.parsing import acting, looking
 from djwork.options import check_jid
 from djwork.results import AsyncResult
-from djwork.revoke import revoke
+from djwork.results import record as result_record
+from djwork.results.revoke import revoke
 
 
 def run_result(ctx: Context) -> int:

@@ -17,8 +17,8 @@ from djwork import api
 from djwork.api.health import Health
 from djwork.cli.output import ATTENTION, OK, Context, plural, seconds_text, table, when
 from djwork.cli.parsing import interval, looking
-from djwork.conf import get_config
-from djwork.redis_url import public_location
+from djwork.redis.url import public_location
+from djwork.settings.conf import get_config
 
 CLEAR = "\x1b[H\x1b[J"  # cursor home, erase below: the frame is redrawn where it was, as `watch` does
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from djwork.limiter.base import Holding, Limiter
 from djwork.limiter.celery_rate import RateSpec, parse_rate
+from djwork.limiter.concurrency import ConcurrentLimiter, Slot, identities_holding_slots, release_slots_of
 from djwork.limiter.errors import OverLimit
 from djwork.limiter.identity import clear_process_identity, process_identity, set_process_identity
 from djwork.limiter.names import (
@@ -33,7 +34,6 @@ from djwork.limiter.names import (
     validate_name,
 )
 from djwork.limiter.rate import BucketLimiter, LeakyLimiter, PointsHolding, PointsLimiter, WindowLimiter
-from djwork.limiter.slots import ConcurrentLimiter, Slot, identities_holding_slots, release_slots_of
 from djwork.limiter.stats import LimiterStats, record_rescheduled
 from djwork.limiter.unlimited import UNLIMITED, UnlimitedHolding, UnlimitedLimiter
 

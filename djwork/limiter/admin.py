@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from djwork import scripts
+from djwork.limiter.concurrency import script_keys, wake
 from djwork.limiter.rate import rate_keys
-from djwork.limiter.slots import script_keys, wake
+from djwork.redis import scripts
 
 
 def reset(conn: Any, name: str) -> int:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.limiter.base import SWEEP_BATCH, Holding, Limiter
 from djwork.limiter.errors import OverLimit
 from djwork.limiter.identity import clean_jid, new_token, process_identity
 from djwork.limiter.names import DEFAULT_TTL, DEFAULT_WAIT_TIMEOUT, interval_seconds, positive_points
+from djwork.redis import keys, scripts
 
 # Sleep this much past the computed retry: Redis's clock and this host's sleep both drift a little,
 # and waking a hair early costs one more round trip for nothing.

@@ -11,10 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import keys
 from djwork import redis as redis_layer
 from djwork.limiter.base import Limiter
 from djwork.limiter.names import DEFAULT_TTL, validate_name
+from djwork.redis import keys
 
 FIELDS = {
     "held": "completed holdings of a concurrent slot",

@@ -10,8 +10,8 @@
 
 Sidekiq's ``Sidekiq::Testing.fake!``/``inline!`` and Celery's ``task_always_eager``
 (``DJWORK["ALWAYS_EAGER"]`` runs the same inline runner, registered below).
-Pushes are intercepted by a push hook (djwork.push_intercept, listed in
-djwork/push_hooks.py) after the argument checks and the client middleware,
+Pushes are intercepted by a push hook (djwork.testing.push_intercept, listed in
+djwork/client/push_hooks.py) after the argument checks and the client middleware,
 where the Redis write would be: a call refused for real
 is refused here too. What differs from a real worker: docs/testing.md.
 """
@@ -24,10 +24,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import push_intercept
-from djwork.conf import get_config
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.payload import dumps, loads
+from djwork.settings.conf import get_config
+from djwork.testing import push_intercept
 from djwork.worker.retry import decide
 
 
@@ -157,14 +157,14 @@ def run_payload(payload: dict[str, Any]) -> Any:
 def _django_task(name: str) -> Any:
     from django.utils.module_loading import import_string
 
-    from djwork.tasks_compat import Task
+    from djwork.tasks_compat import DjangoTask
 
     target = get_config().aliases.get(name, name)
     try:
         found = import_string(target)
     except ImportError:
         found = None
-    if not isinstance(found, Task):
+    if not isinstance(found, DjangoTask):
         raise UnknownJobClass(f"no djwork job, Django task or alias named {name!r} is registered in this process")
     if found.takes_context:
         raise NotImplementedError(f"{name}: a Django task with takes_context=True can't run in djwork's testing "

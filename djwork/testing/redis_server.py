@@ -57,7 +57,7 @@ class RedisServer:
     ``unix_socket=True``: it listens on ``<directory>/redis.sock`` only (no TCP
     port). ``tls``: it listens for TLS only, on ``port``, and asks clients for no
     certificate of their own. ``extra_args`` come last, so they override the defaults (``--appendonly yes``,
-    ``--maxmemory-policy allkeys-lru``: the tests of djwork.redis_risks).
+    ``--maxmemory-policy allkeys-lru``: the tests of djwork.redis.risks).
     """
 
     def __init__(self, port: int | None = None, directory: str | None = None, *, unix_socket: bool = False,

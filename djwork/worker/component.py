@@ -12,7 +12,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from djwork.redis_outage import tracker as outage
+from djwork.redis.outage import tracker as outage
 
 logger = logging.getLogger("djwork.worker")
 
@@ -99,7 +99,7 @@ class PeriodicComponent:
                 self.tick()
                 outage.reset_streak(self.name)
             except Exception as error:
-                # Once the outage is declared (djwork/redis_outage.py) its own lines say it: one
+                # Once the outage is declared (djwork/redis/outage.py) its own lines say it: one
                 # traceback per tick per loop was most of the ~120 lines 30 s of outage wrote.
                 if outage.failed(self.name, error):
                     logger.debug("djwork %s tick failed", self.name, exc_info=True)

@@ -10,7 +10,7 @@ ack, ``after`` hooks and retry filing. Hooks that may wait (``blocking``: a
 Redis round trip, user code) and a failure's filing run on a finisher
 thread, so one slow call never stalls the other coroutines on the loop;
 the ``after`` hooks then run in a copy of the job's context, so they see
-what its start set (Celery's hooks and signals: djwork/task_events.py).
+what its start set (Celery's hooks and signals: djwork/jobs/task_events.py).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from djwork.redis_outage import tracker as outage
+from djwork.redis.outage import tracker as outage
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import safe_thread
 from djwork.worker.fetch import Ack, Fetcher, SentFetch, UnitOfWork

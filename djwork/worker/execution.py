@@ -24,20 +24,21 @@ from typing import TYPE_CHECKING, Any
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
 
-from djwork import dead, keys
+from djwork import dead
 from djwork import redis as redis_layer
 from djwork.jobs import Job, UnknownJobClass, resolve
-from djwork.key_guard import quarantine_culprits
-from djwork.key_types import WrongTypeKey
 from djwork.payload import PayloadError, loads
-from djwork.tasks_compat import Task
+from djwork.redis import keys
+from djwork.redis.key_repair import quarantine_culprits
+from djwork.redis.key_types import WrongTypeKey
+from djwork.tasks_compat import DjangoTask
 from djwork.worker.coroutine_jobs import CoroutineJob
 from djwork.worker.failure_log import log_failure
 from djwork.worker.retry import Decision, decide
 from djwork.worker.run_hooks import DEAD, FAILED, OK, RETRY, HookPlan, JobRun, RunHook, build_request
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
     from djwork.worker.acks import AckBuffer
     from djwork.worker.fetch import UnitOfWork
     from djwork.worker.process import WorkState
@@ -91,9 +92,9 @@ class Executor:
         self._no_class = HookPlan(self.hooks, None, config).plain
 
     # --- resolution -------------------------------------------------------------
-    def resolve(self, class_name: str) -> Job | Task | None:
+    def resolve(self, class_name: str) -> Job | DjangoTask | None:
         """The job or Django task a payload's class names (an alias, the registry, an import), or None."""
-        found: Job | Task | None = resolve(class_name)
+        found: Job | DjangoTask | None = resolve(class_name)
         if found is None:
             from django.utils.module_loading import import_string
 
@@ -102,7 +103,7 @@ class Executor:
                 candidate = import_string(target)
             except ImportError:
                 candidate = None
-            found = candidate if isinstance(candidate, Task) else None
+            found = candidate if isinstance(candidate, DjangoTask) else None
         return found
 
     def plan(self, class_name: str) -> HookPlan:

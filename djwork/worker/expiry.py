@@ -11,11 +11,12 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from djwork import result_record, signals
+from djwork import signals
+from djwork.results import record as result_record
 from djwork.worker.run_hooks import JobRun, RunHook, build_request
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
 
 logger = logging.getLogger("djwork")
 

@@ -23,10 +23,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import keys, revoke_events, scripts
 from djwork import redis as redis_layer
-from djwork.conf import Capsule
 from djwork.payload import StoredPayload, stored_payload
+from djwork.redis import keys, scripts
+from djwork.results import revoke_events
+from djwork.settings.conf import Capsule
 from djwork.worker.isolation import IsolationGate
 
 logger = logging.getLogger("djwork.worker")
@@ -53,7 +54,7 @@ class UnitOfWork:
     # lock acquisition: one contended lock per job instead of three.
     ack_jid: str | None = None
     locks: str = ""  # the job's lock keys, encoded (djwork/job_locks.py): released with its ack
-    result: str = ""  # its result spec (djwork/result_record.py): written with its ack ('' = none)
+    result: str = ""  # its result spec (djwork/results/record.py): written with its ack ('' = none)
     processed: int = 0
     failed: int = 0
     expired: int = 0

@@ -27,10 +27,10 @@ from typing import Any
 
 import orjson
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
-from djwork.conf import Config
-from djwork.redis_outage import tracker as outage
+from djwork.redis import keys, scripts
+from djwork.redis.outage import tracker as outage
+from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.memory import rss_kb
 from djwork.worker.metrics import ExecutionMetrics, queue_writes
@@ -136,7 +136,7 @@ class Heartbeat(PeriodicComponent):
                            expired, error)
             return
         # A pipeline runs every command: one refused write (a key of the wrong type, named and
-        # reported to the key guard by djwork.redis_naming) loses only its own counts, not the window.
+        # reported to the key guard by djwork.redis.naming) loses only its own counts, not the window.
         refused = list(dict.fromkeys(str(reply) for reply in replies if isinstance(reply, Exception)))
         if refused:
             logger.error("djwork: %d stats write(s) refused, the others written: %s", len(refused),

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
+from djwork.redis import keys, scripts
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.run_hooks import JobRun, RunHook
 

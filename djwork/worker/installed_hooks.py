@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from djwork.batches.run_hook import BatchRun
-from djwork.cron.run_hook import PeriodicLockRetake
+from djwork.jobs.task_events import CeleryEvents
 from djwork.middleware import resolve_all
-from djwork.task_events import CeleryEvents
+from djwork.periodic.run_hook import PeriodicLockRetake
 from djwork.worker.expiry import Expiry
 from djwork.worker.history import RunHistory
 from djwork.worker.job_start import TrackStarted
@@ -31,7 +31,7 @@ from djwork.worker.task_results import DjangoTaskResults
 from djwork.worker.time_limits import TimeLimits
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
     from djwork.worker.history import HistoryRecorder
     from djwork.worker.metrics import ExecutionMetrics
     from djwork.worker.time_limits import TimeLimitWatchdog

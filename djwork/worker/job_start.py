@@ -19,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from djwork import keys, result_record, scripts
 from djwork import redis as redis_layer
+from djwork.redis import keys, scripts
+from djwork.results import record as result_record
 from djwork.worker.run_hooks import JobRun, RunHook
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
 
 logger = logging.getLogger("djwork")
 

@@ -1,7 +1,7 @@
-"""KeyGuard: the worker's side of the key guard (djwork/key_guard.py).
+"""KeyGuard: the worker's side of the key guard (djwork/redis/key_repair.py).
 
 Sweeps every djwork key it can list at boot and about once a minute, and
-the keys reported to the guard (djwork.key_reports) every few seconds,
+the keys reported to the guard (djwork.redis.key_reports) every few seconds,
 moving aside the ones that hold the wrong type, each move logged at ERROR. ``repair(key)`` is
 for a thread that just met a WRONGTYPE on ``key`` (a queue taker, a fetch):
 it quarantines the key now instead of at the next sweep. Repairs of one key
@@ -17,8 +17,8 @@ import random
 import threading
 import time
 
-from djwork import key_guard
-from djwork.conf import Config
+from djwork.redis import key_repair as key_guard
+from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 
 logger = logging.getLogger("djwork.worker")

@@ -29,17 +29,18 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from djwork import limiter, redis_risks, scripts, signals
+from djwork import limiter, signals
 from djwork import redis as redis_layer
-from djwork.conf import Config
-from djwork.redis_outage import REMINDER_EVERY
-from djwork.redis_outage import tracker as outage
-from djwork.redis_url import public_location
+from djwork.redis import risks as redis_risks
+from djwork.redis import scripts
+from djwork.redis.outage import REMINDER_EVERY
+from djwork.redis.outage import tracker as outage
+from djwork.redis.url import public_location
+from djwork.settings.conf import Config
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
 from djwork.worker.coroutines import Coroutines
 from djwork.worker.execution import Executor
 from djwork.worker.fetch import Fetcher, IsolationGate
-from djwork.worker.health import WorkerProbes, health_server
 from djwork.worker.heartbeat import Heartbeat
 from djwork.worker.history import HistoryRecorder
 from djwork.worker.installed_hooks import installed_hooks
@@ -48,6 +49,7 @@ from djwork.worker.leader import Leader
 from djwork.worker.manager import Manager
 from djwork.worker.metrics import ExecutionMetrics
 from djwork.worker.periodic import PeriodicTicker
+from djwork.worker.probes import WorkerProbes, health_server
 from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
 from djwork.worker.reaper import Reaper

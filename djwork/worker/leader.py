@@ -24,11 +24,11 @@ import os
 import threading
 import time
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
-from djwork.conf import Config
-from djwork.cron.clock import Clock
-from djwork.redis_outage import tracker as outage
+from djwork.periodic.clock import Clock
+from djwork.redis import keys, scripts
+from djwork.redis.outage import tracker as outage
+from djwork.settings.conf import Config
 from djwork.worker.component import JOIN_TIMEOUT, PeriodicComponent
 
 logger = logging.getLogger("djwork.worker")

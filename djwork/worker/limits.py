@@ -20,14 +20,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from djwork import keys
 from djwork import redis as redis_layer
-from djwork.conf import Config
 from djwork.dead import ScriptCall
-from djwork.key_guard import quarantine_culprits
-from djwork.key_types import WrongTypeKey
 from djwork.limiter import OverLimit, record_rescheduled
 from djwork.payload import dumps
+from djwork.redis import keys
+from djwork.redis.key_repair import quarantine_culprits
+from djwork.redis.key_types import WrongTypeKey
+from djwork.settings.conf import Config
 from djwork.worker.run_hooks import RESCHEDULED, JobRun, RunHook
 
 logger = logging.getLogger("djwork.worker")

@@ -23,9 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from djwork.conf import Capsule
-from djwork.redis_outage import is_outage_error
-from djwork.redis_outage import tracker as outage
+from djwork.redis.outage import is_outage_error
+from djwork.redis.outage import tracker as outage
+from djwork.settings.conf import Capsule
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT
 from djwork.worker.coroutines import Coroutines

@@ -24,8 +24,8 @@ from bisect import bisect_right
 from collections import deque
 from typing import Any
 
-from djwork import keys
-from djwork.metrics_layout import BUCKET_BOUNDS, BUCKETS, histogram_increments
+from djwork.metrics.layout import BUCKET_BOUNDS, BUCKETS, histogram_increments
+from djwork.redis import keys
 from djwork.worker.run_hooks import OK, JobRun, RunHook
 from djwork.worker.run_hooks import RESCHEDULED as RESCHEDULED_RUN
 

@@ -1,8 +1,8 @@
-"""The worker's half of a job's result record (djwork/result_record.py): the spec its ending writes.
+"""The worker's half of a job's result record (djwork/results/record.py): the spec its ending writes.
 
 A success's spec rides on its ack, a failure's (RETRY or FAILURE) on its
 filing: each is written by the Lua step that ends the job, never by a write
-of its own. Kept out of djwork/result_record.py, which the enqueue side
+of its own. Kept out of djwork/results/record.py, which the enqueue side
 imports: the exception's name and message come from the retry rules' own helpers.
 """
 
@@ -14,9 +14,9 @@ from typing import Any
 
 import orjson
 
-from djwork import result_record as record
-from djwork.conf import Config
-from djwork.task_events import shown_error
+from djwork.jobs.task_events import shown_error
+from djwork.results import record
+from djwork.settings.conf import Config
 from djwork.worker.retry import error_class_name, safe_message
 from djwork.worker.run_hooks import FAILED_STATUSES, OK, RETRY, JobRun, RunHook
 

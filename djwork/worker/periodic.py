@@ -2,7 +2,7 @@
 
 Each tick is two round trips: Redis's TIME with every entry's watermark and
 pause flag, then one pipeline of ``lua/periodic_claim.lua`` calls (the plan
-of ``djwork.cron.plan`` for each entry). The script decides, on Redis's
+of ``djwork.periodic.plan`` for each entry). The script decides, on Redis's
 clock; the ticker only decides when to ask. It sleeps until the next slot
 of any entry, measured on Redis's clock through this host's offset from it
 (read on every tick), so a host clock that is wrong only moves that
@@ -23,13 +23,13 @@ from typing import Any
 import orjson
 from django.conf import settings
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
-from djwork.conf import Config
-from djwork.cron import claim as claims
-from djwork.cron.entries import Entry, configured
-from djwork.cron.plan import plan
 from djwork.jobs import resolve
+from djwork.periodic import claim as claims
+from djwork.periodic.entries import Entry, configured
+from djwork.periodic.plan import plan
+from djwork.redis import keys, scripts
+from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.leader import Leader
 
@@ -104,7 +104,7 @@ class PeriodicTicker(PeriodicComponent):
             for entry, _job in active:
                 pipe.hmget(keys.periodic_state(entry.id), "last", "paused")
             # A state key of the wrong type comes back as a WrongTypeKey naming it, reported to the
-            # key guard (djwork.redis_naming), not as a bare WRONGTYPE logged every pass.
+            # key guard (djwork.redis.naming), not as a bare WRONGTYPE logged every pass.
             return pipe.execute(raise_on_error=False)
 
         host_before = self.clock.host_now()

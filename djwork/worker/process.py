@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import orjson
 
 from djwork import __version__
-from djwork.conf import Config
+from djwork.settings.conf import Config
 
 BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 

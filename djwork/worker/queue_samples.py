@@ -18,9 +18,9 @@ from typing import Any
 
 import orjson
 
-from djwork import keys
 from djwork import redis as redis_layer
-from djwork.conf import Config
+from djwork.redis import keys
+from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.leader import Leader
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
-from djwork.key_types import WrongTypeKey
 from djwork.payload import StoredPayload, stored_payload
+from djwork.redis import keys, scripts
+from djwork.redis.key_types import WrongTypeKey
 from djwork.worker.fetch import Fetcher, UnitOfWork
 
 

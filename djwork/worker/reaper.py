@@ -18,10 +18,12 @@ import logging
 import random
 import time
 
-from djwork import dead, job_locks, keys, limiter, result_record, scripts
+from djwork import dead, job_locks, limiter
 from djwork import redis as redis_layer
-from djwork.conf import Config
 from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
+from djwork.redis import keys, scripts
+from djwork.results import record as result_record
+from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.fetch import ISOLATE_AFTER_RECOVERIES
 

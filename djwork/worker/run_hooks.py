@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from djwork.task_class import Request
+from djwork.jobs.task_class import Request
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
     from djwork.worker.acks import AckBuffer
     from djwork.worker.fetch import UnitOfWork
     from djwork.worker.retry import Decision

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from djwork.conf import Config
+from djwork.settings.conf import Config
 from djwork.worker.launcher import Launcher, deliver_to_self, dump_threads
 
 logger = logging.getLogger("djwork.worker")

@@ -21,10 +21,11 @@ import random
 import time
 from typing import Any
 
-from djwork import dead, keys, scripts
+from djwork import dead
 from djwork import redis as redis_layer
-from djwork.conf import Config
 from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
+from djwork.redis import keys, scripts
+from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 
 logger = logging.getLogger("djwork.worker")

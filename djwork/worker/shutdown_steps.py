@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from djwork.redis_outage import is_outage_error
-from djwork.redis_outage import tracker as outage
+from djwork.redis.outage import is_outage_error
+from djwork.redis.outage import tracker as outage
 
 logger = logging.getLogger("djwork.worker")
 

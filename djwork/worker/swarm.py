@@ -43,10 +43,10 @@ from typing import Any
 
 from djwork import __version__
 from djwork import redis as redis_layer
-from djwork.conf import Config
-from djwork.worker.health import HealthServer, health_server
+from djwork.settings.conf import Config
 from djwork.worker.launcher import dump_threads
 from djwork.worker.memory import rss_kb
+from djwork.worker.probes import HealthServer, health_server
 from djwork.worker.swarm_child import (
     RECYCLE_EXIT_CODE,
     REPORT_INTERVAL,

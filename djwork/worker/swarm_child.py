@@ -28,11 +28,11 @@ import sys
 import threading
 import time
 
-from djwork.conf import Config
+from djwork.settings.conf import Config
 from djwork.worker import runner
 from djwork.worker.component import JOIN_TIMEOUT, PeriodicComponent, Sleeper, safe_thread
-from djwork.worker.health import HealthServer
 from djwork.worker.launcher import Launcher, deliver_to_self
+from djwork.worker.probes import HealthServer
 
 logger = logging.getLogger("djwork.worker")
 

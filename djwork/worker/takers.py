@@ -33,9 +33,9 @@ import time
 from collections.abc import Callable, Iterator
 
 from djwork import redis as redis_layer
-from djwork.key_types import WrongTypeKey
 from djwork.payload import StoredPayload
-from djwork.redis_outage import tracker as outage
+from djwork.redis.key_types import WrongTypeKey
+from djwork.redis.outage import tracker as outage
 from djwork.worker import key_guard as worker_key_guard
 from djwork.worker.acks import AckBuffer
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread

@@ -13,10 +13,10 @@ from typing import Any
 import orjson
 from django.utils import timezone
 
-from djwork import keys
 from djwork import redis as redis_layer
-from djwork.conf import get_config
-from djwork.tasks_compat import Task, TaskContext, TaskResult, task_finished, task_started
+from djwork.redis import keys
+from djwork.settings.conf import get_config
+from djwork.tasks_compat import DjangoTask, TaskContext, TaskResult, task_finished, task_started
 from djwork.worker.run_hooks import RAN, JobRun, RunHook
 
 logger = logging.getLogger("djwork.tasks")
@@ -119,11 +119,11 @@ class DjangoTaskResults(RunHook):
 
     def joins(self, target: Any, config: Any) -> bool | tuple[str, ...]:
         # A djwork job pushed through the Tasks backend carries ``djwork_task``.
-        return True if isinstance(target, Task) else ("djwork_task",)
+        return True if isinstance(target, DjangoTask) else ("djwork_task",)
 
     def before(self, run: JobRun) -> None:
         target = run.target
-        if not isinstance(target, Task):
+        if not isinstance(target, DjangoTask):
             return
         payload = run.payload
         kwargs = payload.get("kwargs") or {}
@@ -135,7 +135,7 @@ class DjangoTaskResults(RunHook):
     def after(self, run: JobRun, error: BaseException | None) -> None:
         if run.target is None or run.status not in RAN:
             return
-        if not isinstance(run.target, Task) and not run.payload.get("djwork_task"):
+        if not isinstance(run.target, DjangoTask) and not run.payload.get("djwork_task"):
             return
         if error is None:
             finished(run.jid, self.identity, result=run.result)

@@ -35,7 +35,7 @@ from djwork.worker.component import JOIN_TIMEOUT, safe_thread
 from djwork.worker.run_hooks import JobRun, RunHook
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
 
 logger = logging.getLogger("djwork.worker")
 
@@ -54,7 +54,7 @@ def raise_in_thread(thread_id: int, error: type[BaseException] | None) -> bool:
     return _set_async_exc(thread_id, error) == 1
 
 
-def job_limits(payload: dict[str, Any], soft_default: float | None,
+def time_limits_of(payload: dict[str, Any], soft_default: float | None,
                hard_default: float | None) -> tuple[float | None, float | None]:
     """The (soft, hard) limits in seconds for one job: its payload's, else the settings' (None: no limit).
 
@@ -208,7 +208,7 @@ class TimeLimits(RunHook):
         return self.soft_default is not None or self.hard_default is not None or ("time_limit", "soft_time_limit")
 
     def around(self, run: JobRun, call_next: Callable[[], Any]) -> Any:
-        soft, hard = job_limits(run.payload, self.soft_default, self.hard_default)
+        soft, hard = time_limits_of(run.payload, self.soft_default, self.hard_default)
         if soft is None and hard is None:
             return call_next()
         if soft is not None and is_coroutine_job(run.target):
@@ -231,10 +231,10 @@ class TimeLimits(RunHook):
 
     def allows_loop(self, run: JobRun) -> bool:
         # A coroutine job with a hard limit runs on a thread, where the watchdog can abandon it.
-        return job_limits(run.payload, None, self.hard_default)[1] is None
+        return time_limits_of(run.payload, None, self.hard_default)[1] is None
 
     async def around_async(self, run: JobRun, call_next: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-        soft = job_limits(run.payload, self.soft_default, None)[0]
+        soft = time_limits_of(run.payload, self.soft_default, None)[0]
         return await (call_next() if soft is None else with_soft_limit(call_next(), soft))
 
     def _time_out(self, run: JobRun, limit: float | None, thread: int) -> None:

@@ -25,7 +25,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST, require_safe
 
 from djwork import api
-from djwork.conf import get_config
+from djwork.settings.conf import get_config
 from djwork_dashboard.permissions import can_manage, can_view
 
 logger = logging.getLogger("djwork.dashboard")

@@ -17,7 +17,7 @@ from django.utils.http import urlencode
 
 from djwork import api
 from djwork.api.metrics import PERIODS, percentile_ms
-from djwork.conf import get_config
+from djwork.settings.conf import get_config
 from djwork_dashboard.charts import Chart, bar_chart, line_chart
 from djwork_dashboard.views.base import PER_PAGE, NotFound, page_number, page_view, render_page
 

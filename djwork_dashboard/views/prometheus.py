@@ -13,8 +13,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
 from djwork import api
-from djwork.conf import get_config
-from djwork.prometheus import CONTENT_TYPE, exposition
+from djwork.metrics.prometheus import CONTENT_TYPE, exposition
+from djwork.settings.conf import get_config
 from djwork_dashboard.permissions import can_view
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import djwork
-from djwork import dead, job_locks, keys
+from djwork import dead, job_locks
+from djwork.redis import keys
 from tests import batch_jobs
 from tests.browser import seed
 from tests.browser.live import SCREENSHOTS, VIEWER, login, shoot

@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from djwork import keys
+from djwork.redis import keys
 from tests.browser import seed
 from tests.browser.live import SCREENSHOTS, VIEWER, Cluster, login, require_browser, shoot
 from tests.helpers_worker import history_runs, wait_until

@@ -1,4 +1,4 @@
-"""An evicting Redis in a real browser: the worker's boot WARNING and the health strip's item (djwork/redis_risks.py).
+"""An evicting Redis in a real browser: the worker's boot WARNING and the health strip's item (djwork/redis/risks.py).
 
 This module's cluster runs on a redis-server of its own, started with
 ``--maxmemory 10mb --maxmemory-policy allkeys-lru`` and stopped after. The

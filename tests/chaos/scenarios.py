@@ -36,7 +36,7 @@ from tests.helpers_worker import Worker, Workers, wait_until
 
 QUEUE = "default"
 HEARTBEAT_FAILED = "djwork heartbeat tick failed"  # logged per failed beat until an outage is declared
-OUTAGE_DECLARED = "is unreachable ("  # djwork/redis_outage.py: the outage's one line; beats fail at DEBUG after it
+OUTAGE_DECLARED = "is unreachable ("  # djwork/redis/outage.py: the outage's one line; beats fail at DEBUG after it
 REACHABLE_AGAIN = "Redis reachable again"  # the heartbeat's first success after failures that made no outage
 BACK_AFTER = "Redis is back after"  # the end of a declared outage
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from djwork import dead, job_locks, keys, scripts
+from djwork import dead, job_locks
+from djwork.redis import keys, scripts
 
 
 def ack(raw_redis, job: dict) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from djwork import keys
+from djwork.redis import keys
 from tests.helpers_worker import LoggedProcess, wait_until
 
 WORKER_ORPHAN_THRESHOLD = 3.0  # tests/settings_worker.py: ORPHAN_THRESHOLD for every worker the tests start

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from djwork.conf import build_config
+from djwork.settings.conf import build_config
 from djwork.worker.periodic import PeriodicTicker
 
 HOUR = 3600

@@ -84,7 +84,7 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("SERVER_MIDDLEWARE", ["djwork.middleware.NoSuchClass"], "djwork.E008"),
     ("SERVER_MIDDLEWARE", "djwork.middleware.resolve_all", "djwork.E008"),  # a string, not a list
     ("SERVER_MIDDLEWARE", [42], "djwork.E008"),
-    ("CLIENT_MIDDLEWARE", ["djwork.conf.DEFAULTS"], "djwork.E008"),          # importable, not callable
+    ("CLIENT_MIDDLEWARE", ["djwork.settings.conf.DEFAULTS"], "djwork.E008"),          # importable, not callable
     ("REDIS_EVENT_HOOK", "djwork.no_such_module.hook", "djwork.E008"),
     ("REDIS_EVENT_HOOK", "djwork.redis.FAILOVER_PREFIXES", "djwork.E008"),
     ("ALIASES", ["HardWorker"], "djwork.E012"),

@@ -32,7 +32,7 @@ from djwork.cli import (
     status,
 )
 from djwork.cli.output import ERROR, OK, Context, Failure
-from djwork.redis_url import public_location
+from djwork.redis.url import public_location
 
 FAMILIES = (status, processes, queues, jobs, job_actions, history, periodic, limits, batches, locks, results, metrics)
 

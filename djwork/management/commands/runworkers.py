@@ -7,9 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from djwork.checks import QUEUE_NAME
-from djwork.conf import build_config
 from djwork.options import QUEUE_RULE
+from djwork.settings.checks import QUEUE_NAME
+from djwork.settings.conf import build_config
 
 SIGNALS = """signals:
   TERM, INT  stop fetching, let running jobs finish for --timeout seconds, push the
