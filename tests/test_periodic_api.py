@@ -1,4 +1,4 @@
-"""djwork.api.Periodic (the read model and the operator's writes) and djwork.periodic.locks, against the private Redis."""
+"""djwork.api.Periodic (the read model and the operator's writes) and djwork.periodic.locks, on the private Redis."""
 
 from __future__ import annotations
 
