@@ -143,7 +143,7 @@ class Dispatcher:
     def _fetch_failed(self, error: Exception, limit: int, acks: list[Ack]) -> None:
         """The slots and acks go back and a reconcile is due: the lost reply may hide jobs the fetch moved."""
         # A single lost reply keeps its line (and its immediate reconcile); a declared
-        # outage is said once by redis_outage, not on every retry.
+        # outage is said once by djwork.redis.outage, not on every retry.
         if outage.failed("fetch", error):
             logger.debug("djwork: fetch failed; reconciling with Redis before fetching again", exc_info=True)
         else:

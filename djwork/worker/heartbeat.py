@@ -63,7 +63,7 @@ class Heartbeat(PeriodicComponent):
         self.beats = 0
         self.last_beat_monotonic: float | None = None
         self.failing_since: float | None = None  # monotonic time of the first failed beat of an outage
-        self.outage_declared = False  # redis_outage said the outage (and will say, or said, its end)
+        self.outage_declared = False  # djwork.redis.outage said the outage (and will say, or said, its end)
         self._info: str | None = None
 
     def interval(self) -> float:
@@ -93,7 +93,7 @@ class Heartbeat(PeriodicComponent):
         if self.failing_since is not None and not said_back:
             # The outage's end deserves a line too: without it the log shows a
             # run of failed beats and then silence, and nobody knows it recovered.
-            # (A declared outage's end is said by redis_outage: one line, not two.)
+            # (A declared outage's end is said by djwork.redis.outage: one line, not two.)
             logger.warning("djwork: Redis reachable again: the heartbeat is back after %.1fs of failed beats",
                            time.monotonic() - self.failing_since)
         self.failing_since = None
