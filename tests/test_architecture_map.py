@@ -1,8 +1,9 @@
 """docs/architecture.md is the map of the code: every module and every Lua script is named on it.
 
 A module added without a line there fails here, naming the module, so the map can't fall behind
-the folders. A package's ``__init__.py`` counts as named when the package's folder is
-(``djwork/api/``); a Lua script by its path (``lua/fetch.lua``).
+the folders; so do a module name used twice under djwork/ with two meanings, and a top level
+that grows past its limit (the folders are the architecture). A package's ``__init__.py`` counts
+as named when the package's folder is (``djwork/api/``); a Lua script by its path (``lua/fetch.lua``).
 """
 
 from __future__ import annotations
@@ -54,3 +55,31 @@ def test_the_where_does_x_live_table_answers_each_question():
         row = next((line for first, line in rows.items() if first.startswith(question)), None)
         assert row is not None, f"no row for {question!r} in architecture.md's 'Where does X live'"
         assert "`djwork/" in row and "`lua/" in row, f"{question!r}: name both the module and the Lua script"
+
+
+# Module names that occur in more than one place under djwork/, each with one meaning: the
+# read/admin side of a feature (api/), its worker side (worker/) and its own package name the
+# same thing; checks.py, errors.py and stats.py are each package's system checks, what it raises
+# and its counters; plan.py is what a step will write, worked out before it writes (a canvas's
+# batches and first jobs; a periodic tick's slots). A new repeated name is a second meaning
+# until it is added here with its why.
+SHARED_MODULE_NAMES = {"checks.py", "errors.py", "history.py", "metrics.py", "periodic.py", "plan.py", "stats.py"}
+# At most this many modules directly in djwork/: the rest live in packages by responsibility.
+MAX_TOP_LEVEL_MODULES = 16
+
+
+def test_no_two_modules_in_djwork_share_a_name_with_different_meanings():
+    places: dict[str, list[str]] = {}
+    for path in _modules():
+        if path.startswith("djwork/") and not path.endswith("/__init__.py"):
+            places.setdefault(Path(path).name, []).append(path)
+    repeated = {name: paths for name, paths in places.items() if len(paths) > 1 and name not in SHARED_MODULE_NAMES}
+    assert not repeated, ("module names used twice under djwork/ (rename one, or add the name to "
+                          f"SHARED_MODULE_NAMES with why both mean the same thing): {repeated}")
+
+
+def test_djwork_top_level_stays_small():
+    top = sorted(path.name for path in (ROOT / "djwork").glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, (
+        f"{len(top)} modules directly in djwork/ (at most {MAX_TOP_LEVEL_MODULES}): put the new one in the "
+        f"package of its responsibility (docs/architecture.md, Packages and modules): {top}")
