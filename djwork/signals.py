@@ -66,7 +66,7 @@ def publish_headers(payload: dict[str, Any], at: float | None = None) -> dict[st
 
 
 class PublishSignals(PushHook):
-    """Celery's publish signals as a hook of every push (djwork/client/push_hooks.py), each sent only when listened to."""
+    """Celery's publish signals as a hook of every push (client/push_hooks.py), each sent only when listened to."""
 
     def publishing(self, payload: dict[str, Any], queue: str, at: float | None) -> None:
         if before_task_publish.receivers:

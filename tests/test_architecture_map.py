@@ -64,7 +64,10 @@ SIDE_PACKAGES = ("djwork/api/", "djwork/worker/", "djwork/cli/")
 # (settings/, periodic/); plan.py is what a step will write, worked out before it writes (a canvas's
 # batches and first jobs; a periodic tick's slots). A new repeated name is a second meaning until it
 # is added here with its why.
-SHARED_MODULE_NAMES = {"checks.py", "plan.py"}
+SHARED_MODULE_NAMES = {
+    "checks.py", "plan.py",
+    "run_hook.py",  # a feature's RunHook (batches/, periodic/): one meaning, in each feature's own package
+}
 # At most this many modules directly in djwork/: the rest live in packages by responsibility.
 MAX_TOP_LEVEL_MODULES = 16
 

@@ -1,4 +1,4 @@
-"""Key names reach Lua only through KEYS, ARGV or the prelude generated from djwork/redis/keys.py (djwork/redis/lua_keys.py).
+"""Key names reach Lua only through KEYS, ARGV or the prelude generated from djwork/redis/keys.py (lua_keys.py).
 
 A key name spelled in lua/ ('schedule', 'queue:' .. name, hash .. '-jids') is a second copy of keys.py
 that a change there (a prefix, Cluster hash tags) would miss. The forbidden names, prefixes and suffixes
@@ -50,7 +50,7 @@ def lua_literals(text: str) -> list[str]:
 
 
 def forbidden_fragments() -> tuple[set[str], set[str], set[str]]:
-    """(exact names, prefixes, suffixes) of djwork.redis.keys: its constants, tuples, and key functions' literal parts."""
+    """(exact names, prefixes, suffixes) of djwork.redis.keys: constants, tuples, key functions' literal parts."""
     names, prefixes, suffixes = set(), set(), set()
     for name, value in vars(keys).items():
         if isinstance(value, str) and name.isupper():

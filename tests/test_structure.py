@@ -5,7 +5,8 @@
 - no module in djwork/ longer than 400 lines;
 - djwork_dashboard imports nothing from redis-py (djwork.api raises its own errors), imports of djwork only
   djwork.api and a small listed surface, and reaches no module that talks to Redis but through djwork.api;
-- djwork/client/__init__.py imports only its listed modules: features attach to a push as hooks (djwork/client/push_hooks.py);
+- djwork/client/__init__.py imports only its listed modules: features attach to a push as hooks
+  (djwork/client/push_hooks.py);
 - the repository stands alone: no citation of documents or code a reader of it can't open;
 - docs/keys.md lists every key djwork/redis/keys.py names;
 - what runs a job (the Executor, a coroutine job, the hook interface) imports no feature: features attach
@@ -258,14 +259,16 @@ def test_docs_keys_lists_every_key_named_in_keys_py():
 # A feature's run-time part is a RunHook in its own module, registered in djwork/worker/installed_hooks.py.
 RUN_CORE_IMPORTS = {
     "djwork.worker.execution": {
-        "djwork.settings.conf", "djwork.dead", "djwork.jobs", "djwork.redis.key_repair", "djwork.redis.key_types", "djwork.redis.keys",
+        "djwork.settings.conf", "djwork.dead", "djwork.jobs", "djwork.redis.key_repair", "djwork.redis.key_types",
+        "djwork.redis.keys",
         "djwork.payload", "djwork.redis", "djwork.tasks_compat", "djwork.worker.acks",
         "djwork.worker.coroutine_jobs", "djwork.worker.failure_log", "djwork.worker.fetch",
         "djwork.worker.process", "djwork.worker.retry", "djwork.worker.run_hooks",
     },
     "djwork.worker.coroutine_jobs": {"djwork.worker.process", "djwork.worker.run_hooks"},
     "djwork.worker.run_hooks": {
-        "djwork.settings.conf", "djwork.jobs.task_class", "djwork.worker.acks", "djwork.worker.fetch", "djwork.worker.retry",
+        "djwork.settings.conf", "djwork.jobs.task_class", "djwork.worker.acks", "djwork.worker.fetch",
+        "djwork.worker.retry",
     },
 }
 
@@ -283,7 +286,8 @@ def test_what_runs_a_job_imports_no_feature():
 # hook seam. A feature (batches, unique jobs, testing modes, Celery's signals) takes part in a push as a hook
 # listed in djwork/client/push_hooks.py; importing it here would put it back in the client.
 CLIENT_IMPORTS = {
-    "djwork.settings.conf", "djwork.exceptions", "djwork.redis.key_reports", "djwork.redis.key_types", "djwork.redis.keys", "djwork.middleware",
+    "djwork.settings.conf", "djwork.exceptions", "djwork.redis.key_reports", "djwork.redis.key_types",
+    "djwork.redis.keys", "djwork.middleware",
     "djwork.payload", "djwork.client.push_hooks", "djwork.redis", "djwork.redis.url", "djwork.redis.scripts",
 }
 

@@ -84,4 +84,4 @@ def prelude(names: Iterable[str]) -> str:
     fields = [f"{name} = {_lua_value(name)}" for name in names]
     if not fields:
         return ""
-    return "local keys = {" + ", ".join(fields) + "}  -- generated from djwork/redis/keys.py (djwork/redis/lua_keys.py)\n"
+    return "local keys = {" + ", ".join(fields) + "}  -- generated from djwork/redis/keys.py\n"
