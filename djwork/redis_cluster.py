@@ -110,3 +110,35 @@ def servers(conn: Any) -> list[tuple[str, Any]]:
         return [("", conn)]
     return [(node.name, conn.get_redis_connection(node))
             for node in sorted(conn.get_primaries(), key=lambda node: node.name)]
+
+
+def pipeline_with_time(conn: Any) -> Any:
+    """A non-transactional pipeline whose first reply is the server's TIME, whatever is queued after it.
+
+    On one server TIME is queued first, so the clock and the reads come in one round trip. A
+    cluster refuses TIME in a pipeline (it belongs to no slot): the pipeline asks one primary for it
+    when it runs, before its own round trips, and puts the reply first.
+    """
+    if not isinstance(conn, redis_py.RedisCluster):
+        pipe = conn.pipeline(transaction=False)
+        pipe.time()
+        return pipe
+    return _TimedClusterPipeline(conn)
+
+
+class _TimedClusterPipeline:
+    def __init__(self, conn: redis_py.RedisCluster) -> None:
+        self._conn = conn
+        self._pipe = conn.pipeline(transaction=False)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pipe, name)
+
+    def execute(self, raise_on_error: bool = True) -> list[Any]:
+        try:
+            now: Any = self._conn.time(target_nodes=self._conn.get_default_node())
+        except redis_py.ResponseError as error:
+            if raise_on_error:
+                raise
+            now = error
+        return [now, *self._pipe.execute(raise_on_error=raise_on_error)]
