@@ -13,17 +13,26 @@ redirections stay on: a MOVED or ASK reply proves the node ran nothing, so follo
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import redis as redis_py
 from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode
+from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
 from djwork.cluster_url import ClusterUrl
 from djwork.conf import Config
-from djwork.redis_connections import CountingConnection, CountingPool, CountingSSLConnection, pool_size
+from djwork.redis_connections import (
+    ConnectPhaseError,
+    CountingConnection,
+    CountingPool,
+    CountingSSLConnection,
+    pool_size,
+)
 
+logger = logging.getLogger("djwork.redis")
 SCAN_CURSOR_SEPARATOR = ":"  # "<node index>:<that node's cursor>": a page of a scan over every primary
 
 
@@ -47,8 +56,13 @@ def make_cluster_client(url: ClusterUrl, options: dict[str, Any], config: Config
     }
     if url.tls:
         kwargs["ssl"] = True
-    return redis_py.RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in url.nodes],
-                                 retry=Retry(NoBackoff(), 0), **kwargs)
+    try:
+        return redis_py.RedisCluster(startup_nodes=[ClusterNode(host, port) for host, port in url.nodes],
+                                     retry=Retry(NoBackoff(), 0), **kwargs)
+    except RedisClusterException as error:
+        # The client reads the slot map as it is built: no node answering is a failed dial (nothing of the
+        # caller's was sent), and must reach callers as the RedisError they handle, not as a bare Exception.
+        raise ConnectPhaseError(f"no node of the cluster answered: {error}") from error
 
 
 def drop_idle_connections(client: Any) -> None:
@@ -61,7 +75,11 @@ def drop_idle_connections(client: Any) -> None:
         for node in client.get_nodes():
             if node.redis_connection is not None:
                 node.redis_connection.connection_pool.disconnect(inuse_connections=False)
-        client.nodes_manager.initialize()
+        try:
+            client.nodes_manager.initialize()
+        except (RedisError, RedisClusterException, OSError) as error:
+            # The retry's own command meets the same trouble and is judged by the policy; this one is advisory.
+            logger.debug("djwork: reloading the cluster's slot map failed: %s", error)
         return
     client.connection_pool.disconnect(inuse_connections=False)
 

@@ -7,6 +7,8 @@ from django.conf import settings
 from django.test import override_settings
 from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 
+from djwork import api
+from djwork import redis as redis_layer
 from djwork.checks import check_settings
 from djwork.cluster_url import ClusterUrl, cluster_url, is_cluster_url
 from djwork.redis_cluster import scan_page
@@ -83,3 +85,14 @@ def test_scan_page_on_one_server_is_scan_with_its_own_cursor(raw_redis):
         if cursor == "0":
             break
     assert sorted(set(seen)) == sorted(f"unique:{index}".encode() for index in range(30))
+
+
+def test_a_cluster_no_node_of_which_answers_is_redis_unavailable_to_the_api():
+    # redis-py raises a bare RedisClusterException (no RedisError) when it can't read the slot map:
+    # it must reach the dashboard as the "Redis is unavailable" it handles, not as a crash.
+    with override_settings(DJWORK={**settings.DJWORK, "REDIS_URL": "redis+cluster://127.0.0.1:1/0",
+                                   "REDIS_MAX_ATTEMPTS": 1}):
+        redis_layer.reset()
+        with pytest.raises(api.RedisUnavailable, match="no node of the cluster answered"):
+            api.Stats.fetch()
+    redis_layer.reset()

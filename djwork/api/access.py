@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from djwork import redis as redis_layer
 from djwork.api.errors import RedisUnavailable
@@ -28,5 +28,6 @@ def write(block: Callable[[Any], T], *, replay: bool) -> T:
     """Run ``block(conn)`` on the admin pool; with ``replay`` it is re-run after a lost reply."""
     try:
         return redis_layer.run(block, idempotent=replay, purpose="admin")
-    except RedisError as error:
+    except (RedisError, RedisClusterException) as error:
+        # RedisClusterException (no node reachable, CROSSSLOT) is no RedisError in redis-py.
         raise RedisUnavailable(f"{type(error).__name__}: {error}") from error
