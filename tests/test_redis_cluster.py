@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 
 import pytest
 import redis as redis_py
@@ -18,6 +19,7 @@ from django.urls import reverse
 
 from djwork import api, keys
 from djwork import redis as redis_layer
+from tests.support.redis_cluster import ClusterDidNotForm, LoopbackCluster
 
 
 @pytest.fixture
@@ -106,3 +108,20 @@ def test_reads_that_take_the_servers_clock_ask_one_primary_for_it(on_cluster):
     redis_layer.run(lambda conn: conn.zadd(keys.LIMITERS, {"expired-api": 1.0}))
     assert api.Limiters().page().total == 0  # its expiry is long past by the cluster's clock
     assert api.Limiter("missing").detail() is None
+
+
+def test_a_cluster_that_fails_to_form_leaves_no_server_running(tmp_path):
+    cluster = LoopbackCluster(str(tmp_path / "cluster"), primaries=3)
+    cluster.cli = shutil.which("false")  # `redis-cli --cluster create` fails after every node started
+    started = []
+    original = cluster._start_nodes
+
+    def record() -> None:
+        original()
+        started.extend(node.process for node in cluster.nodes)
+
+    cluster._start_nodes = record
+    with pytest.raises(ClusterDidNotForm, match="create failed"):
+        cluster.start()
+    assert len(started) == 6 and all(process.poll() is not None for process in started)
+    assert cluster.nodes == []
