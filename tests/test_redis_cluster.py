@@ -19,6 +19,7 @@ from django.urls import reverse
 
 from djwork import api, keys
 from djwork import redis as redis_layer
+from djwork.api import access
 from tests.support.redis_cluster import ClusterDidNotForm, LoopbackCluster
 
 
@@ -125,3 +126,11 @@ def test_a_cluster_that_fails_to_form_leaves_no_server_running(tmp_path):
         cluster.start()
     assert len(started) == 6 and all(process.poll() is not None for process in started)
     assert cluster.nodes == []
+
+
+def test_a_step_the_cluster_refuses_is_an_api_error_not_an_outage(on_cluster):
+    # Keys in two slots: redis-py's cluster client refuses the command before sending it.
+    with pytest.raises(api.ApiError, match="not available on a Redis Cluster yet") as refused:
+        access.write(lambda conn: conn.mset({"k-one": 1, "k-two": 2}), replay=True)
+    assert not isinstance(refused.value, api.RedisUnavailable)
+    assert redis_layer.run(lambda conn: conn.exists("k-one"), idempotent=True) == 0
