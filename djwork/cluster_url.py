@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.checks import CheckMessage, Error
 
-from djwork.settings_kinds import Invalid
+from djwork.settings_kinds import Invalid, host_and_port
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 DEFAULT_PORT = 6379
@@ -45,22 +45,6 @@ def is_cluster_url(value: Any) -> bool:
     return isinstance(value, str) and value.lower().split("://", 1)[0] in CLUSTER_SCHEMES and "://" in value
 
 
-def _node_address(entry: str) -> tuple[str, int]:
-    host, port = entry, ""
-    if entry.startswith("["):  # [::1]:7000
-        host, _, rest = entry[1:].partition("]")
-        port = rest.removeprefix(":")
-    elif entry.count(":") == 1:
-        host, _, port = entry.partition(":")
-    if not host:
-        raise Invalid(f"a cluster node address with a host, not {entry!r}")
-    if not port:
-        return host, DEFAULT_PORT
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise Invalid(f"a cluster node address with a TCP port, not {entry!r}")
-    return host, int(port)
-
-
 def cluster_url(value: Any) -> ClusterUrl:
     """Parse ``value``, or raise ``Invalid`` whose message completes "must be ..."."""
     if not is_cluster_url(value):
@@ -73,7 +57,7 @@ def cluster_url(value: Any) -> ClusterUrl:
         raise Invalid("a cluster URL naming at least one node host:port")
     if not all(entries):
         raise Invalid("a cluster URL without an empty host between commas")
-    nodes = tuple(_node_address(entry) for entry in entries)
+    nodes = tuple(host_and_port(entry, DEFAULT_PORT, "cluster node") for entry in entries)
     if parts.path.strip("/") not in ("", "0"):
         raise Invalid(f"a cluster URL with database 0 or none (a Redis Cluster has only 0), not {parts.path!r}")
     options: dict[str, Any] = {}
