@@ -171,11 +171,26 @@ class LoopbackCluster:
         self.wait_until(self.is_whole, timeout, "the cluster to be ok again after the failover")
         return replica
 
-    def flush(self) -> None:
-        """Empty every primary (FLUSHALL is node-local in a cluster; replicas follow their primary)."""
-        for port in self.primary_ports():
-            with self.client(port) as conn:
-                conn.flushall()
+    def flush(self, timeout: float = 30.0) -> None:
+        """Empty every primary (FLUSHALL is node-local in a cluster; replicas follow their primary).
+
+        Until every primary has emptied and every node is empty: right after a failover a node that
+        was a primary a moment ago may answer READONLY, so the flush is asked again until it holds.
+        """
+        self.wait_until(self._flushed, timeout, "every primary to be emptied")
+
+    def _flushed(self) -> bool:
+        try:
+            for port in self.primary_ports():
+                with self.client(port) as conn:
+                    conn.flushall()
+            return all(self._size(node.port) == 0 for node in self.nodes) and self.is_whole()
+        except (redis_py.RedisError, OSError):
+            return False
+
+    def _size(self, port: int) -> int:
+        with self.client(port) as conn:
+            return int(conn.dbsize())
 
     @staticmethod
     def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -205,6 +220,5 @@ def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loopback
 @pytest.fixture
 def cluster_redis(redis_cluster: LoopbackCluster) -> Iterator[LoopbackCluster]:
     """The session's cluster, every primary emptied before the test (the data-bearing counterpart of raw_redis)."""
-    redis_cluster.wait_until(redis_cluster.is_whole, 30, "the cluster to be ok before the test")
-    redis_cluster.flush()
+    redis_cluster.flush()  # waits for the cluster to be whole, too
     yield redis_cluster
