@@ -1,12 +1,23 @@
 """djwork: Redis-backed background jobs for Django, on Sidekiq's wire format."""
 
 from djwork.batches import Batch, BatchError
-from djwork.canvas import CanvasError, ChordError, Signature, chain, chord, chunks, group, signature
+from djwork.canvas import (
+    CanvasError,
+    ChordError,
+    GroupResult,
+    ResultSet,
+    Signature,
+    chain,
+    chord,
+    chunks,
+    group,
+    signature,
+)
 from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.errors import RedisUnavailable
 from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
-from djwork.jobs import BoundJob, Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
+from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
 from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultsOff, ResultTimeout
@@ -29,10 +40,10 @@ __all__ = [
     "AsyncResult",
     "Batch",
     "BatchError",
-    "BoundJob",
     "CanvasError",
     "ChordError",
     "EnqueueError",
+    "GroupResult",
     "Job",
     "JobError",
     "JobRef",
@@ -40,6 +51,7 @@ __all__ = [
     "MaxRetriesExceededError",
     "RedisUnavailable",
     "ResultNotStored",
+    "ResultSet",
     "ResultTimeout",
     "ResultsOff",
     "Retry",

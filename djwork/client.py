@@ -7,9 +7,11 @@ raised — raising would make the caller push the job a second time. Neither
 is replayed after a lost reply: only a connect-phase failure, which proves
 nothing was sent, re-sends the pipeline.
 
-A unique job (djwork/unique.py) is pushed by lua/unique_push.lua instead:
-the lock's SET NX and the push in one step, still one round trip, and a
-duplicate is answered with the jid holding the lock (``Pushed.duplicate_of``).
+Features take part in a push through the hooks djwork/push_hooks.py lists,
+in the order it documents, around the user's client middleware: this module
+names none of them. A hook may keep a push (a batch, a testing mode) or
+write it its own way in the same round trip (a unique job's lock and push in
+one Lua step, a duplicate answered with ``Pushed.duplicate_of``).
 """
 
 from __future__ import annotations
@@ -18,22 +20,21 @@ import functools
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any, NamedTuple
+from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from djwork import key_reports, keys, push_intercept, scripts, signals
+from djwork import key_reports, keys, scripts
 from djwork import redis as redis_layer
-from djwork.batches import collect as batch_collect
 from djwork.conf import Config, get_config
 from djwork.errors import RedisUnavailable
 from djwork.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 from djwork.middleware import resolve_all, run_client_chain
 from djwork.payload import dumps
+from djwork.push_hooks import HookSteps, Pushed, Write, steps_for
 from djwork.redis_url import public_location
-from djwork.unique import lock_of, lock_ttl_ms
 
 logger = logging.getLogger("djwork.client")
 
@@ -76,13 +77,6 @@ def _write(commands: list[tuple[Any, ...]], jids: list[str]) -> list[Any]:
                            written=None) from error
 
 
-class Pushed(NamedTuple):
-    """What a push did: the jid written (None if middleware stopped it), or the jid already holding the lock."""
-
-    jid: str | None
-    duplicate_of: str | None = None
-
-
 def _jobs(jids: list[str]) -> str:
     return f"job {jids[0]}" if len(jids) == 1 else f"{len(jids)} jobs ({jids[0]}, ...)"
 
@@ -90,6 +84,12 @@ def _jobs(jids: list[str]) -> str:
 @functools.lru_cache(maxsize=4)
 def client_chain(config: Config) -> tuple[Any, ...]:
     return resolve_all(config.client_middleware)
+
+
+@functools.lru_cache(maxsize=4)
+def push_plan(config: Config) -> tuple[HookSteps, tuple[Any, ...]]:
+    """The features' hook steps and the user's middleware chain: one cache lookup per push, not two."""
+    return steps_for(config), client_chain(config)
 
 
 def _check_listing_replies(replies: list[Any], what: str) -> None:
@@ -102,8 +102,8 @@ def _raise_push_error(reply: Any, command: tuple[Any, ...]) -> None:
     if not isinstance(reply, Exception):
         return
     if is_wrong_type(reply):
-        # Redis's reply names no key: say which one, and how to free it. A unique push names two
-        # (lock, and queue or schedule): each one's type is looked up.
+        # Redis's reply names no key: say which one, and how to free it. A feature's write may name
+        # several (a unique push: its lock, then the queue or schedule): each one's type is looked up.
         candidates = command_keys(command)
         try:
             types: Any = redis_layer.run(lambda conn: [conn.type(key) for key in candidates], idempotent=True)
@@ -145,96 +145,105 @@ def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:
 
 def push_reporting(payload: dict[str, Any], *, at: float | None = None) -> Pushed:
     """``push``, saying whether a unique job was refused as a duplicate (and which jid holds its lock)."""
-    signalled = bool(signals.before_task_publish.receivers or signals.after_task_publish.receivers)
-    pushed, written = _push(payload, at, signalled)
-    if signalled and pushed.jid is not None and pushed.duplicate_of is None:
-        signals.published(written, written.get("queue") or "default")
+    config = get_config()
+    steps, chain = push_plan(config)
+    passed = _through_middleware(payload, at, steps, chain)
+    if passed is None:
+        return Pushed(None)
+    payload, queue = passed
+    now = time.time()
+    later = _settle_time(payload, at, now)
+    routed = _route(steps, payload, queue, later, now)
+    if isinstance(routed, Pushed):
+        pushed = routed
+    elif routed is not None:
+        pushed = _send_write(routed)
+    else:
+        pushed = _send_plain(payload, queue, later)
+    for hook in steps.pushed:
+        hook(payload, pushed)
     return pushed
 
 
-def _push(payload: dict[str, Any], at: float | None, signalled: bool) -> tuple[Pushed, dict[str, Any]]:
-    """The push itself; also the payload as written (client middleware may have replaced it)."""
-    config = get_config()
+def _through_middleware(payload: dict[str, Any], at: float | None, steps: HookSteps,
+                        chain: tuple[Any, ...]) -> tuple[dict[str, Any], str] | None:
+    """Steps 1-3 of a push (djwork/push_hooks.py): the payload as it will be written and its queue, or
+    None when a client middleware stopped the push (it may also have replaced the payload)."""
+    for stamp in steps.stamp:
+        stamp(payload)
     queue = payload.get("queue") or "default"
-    chain = client_chain(config)
-    batch = batch_collect.current()  # inside `with batch.jobs():` the batch writes it (djwork/batches)
-    if batch is not None:
-        batch.stamp(payload)
     if chain:
         payload = run_client_chain(chain, payload, queue)
         if payload is None:
-            return Pushed(None), {}
+            return None
         queue = payload.get("queue") or queue
-    if signalled:  # Celery's before_task_publish, after every client middleware (djwork/signals.py)
-        signals.publishing(payload, queue, at)
-        queue = payload.get("queue") or queue
+    if steps.publishing:
+        for publishing in steps.publishing:
+            publishing(payload, queue, at)
+        queue = payload.get("queue") or queue  # a before_task_publish receiver may move the job
+    return payload, queue
+
+
+def _settle_time(payload: dict[str, Any], at: float | None, now: float) -> float | None:
+    """The run-at epoch a push writes (None: now), with the payload's time fields set to match."""
     payload.pop("at", None)  # a stored "at" re-schedules the job when it comes due (docs/wire.md, Jobs)
-    now = time.time()
     later = at if at is not None and at > now else None
     if later is not None:
         payload.pop("enqueued_at", None)
     else:
         payload["enqueued_at"] = now
-    if batch is not None:
-        return Pushed(batch.take(payload, queue, later)), payload
-    divert = push_intercept.divert_for(config.always_eager)
-    if divert is not None:  # a testing mode or ALWAYS_EAGER (djwork.testing): collected or run, not written
-        return Pushed(divert(payload, later)), payload
-    lock = lock_of(payload)
-    if lock is not None:
-        script = _unique_command(payload, lock, queue, later, now)
-        if later is not None:
-            (reply,) = _write_scripts([script], [payload["jid"]])
-        else:
-            reply, listed = _write_scripts([script, ("SADD", keys.QUEUES, queue)], [payload["jid"]])
-            _check_listing_replies([listed], f"SADD queues {queue}")
-        return _unique_outcome(reply, script), payload
+    return later
+
+
+def _route(steps: HookSteps, payload: dict[str, Any], queue: str, later: float | None,
+           now: float) -> Pushed | Write | None:
+    """Step 4: the first feature that keeps the push or writes it its own way; None for the plain write."""
+    for route in steps.route:
+        routed = route(payload, queue, later, now)
+        if routed is not None:
+            return routed
+    return None
+
+
+def _send_plain(payload: dict[str, Any], queue: str, later: float | None) -> Pushed:
     raw = dumps(payload)
     if later is not None:
         command: tuple[Any, ...] = ("ZADD", keys.SCHEDULE, repr(float(later)), raw)
         replies = _write([command], [payload["jid"]])
         _raise_push_error(replies[0], command)
-        return Pushed(payload["jid"]), payload
+        return Pushed(payload["jid"])
     commands = [("LPUSH", keys.queue(queue), raw), ("SADD", keys.QUEUES, queue)]
     replies = _write(commands, [payload["jid"]])
     _raise_push_error(replies[0], commands[0])
     _check_listing_replies(replies[1:], f"SADD queues {queue}")
-    return Pushed(payload["jid"]), payload
+    return Pushed(payload["jid"])
 
 
-# --- unique jobs: the lock and the push in one Lua step (lua/unique_push.lua) -----------------
-UNIQUE_JID = 5  # where a unique_push command carries the job's jid
+def _send_write(write: Write) -> Pushed:
+    """A feature's own write of one push, its queue listed in the same round trip."""
+    commands = [write.command]
+    if write.listed is not None:
+        commands.append(("SADD", keys.QUEUES, write.listed))
+    replies = _write_scripts(commands, [write.jid], {0: write.script} if write.script else {})
+    _raise_push_error(replies[0], write.command)
+    _check_listing_replies(replies[1:], f"SADD queues {write.listed}")
+    return write.outcome(write.jid, replies[0])
 
 
-def _unique_command(payload: dict[str, Any], lock: str, queue: str, at: float | None,
-                    now: float) -> tuple[Any, ...]:
-    """unique_push.lua's EVALSHA for one payload (its enqueued_at, or its schedule, already settled)."""
-    ttl = lock_ttl_ms(payload, (at - now) if at is not None else 0.0)
-    target = keys.SCHEDULE if at is not None else keys.queue(queue)
-    return ("EVALSHA", scripts.sha("unique_push"), 2, lock, target,
-            payload["jid"], ttl, dumps(payload), "" if at is not None else queue,
-            repr(float(at)) if at is not None else "0")
+def _write_scripts(commands: list[tuple[Any, ...]], jids: list[str], script_of: dict[int, str]) -> list[Any]:
+    """``_write``, then the EVALSHA calls answered NOSCRIPT (which ran nothing) once more as EVAL.
 
-
-def _write_scripts(commands: list[tuple[Any, ...]], jids: list[str]) -> list[Any]:
-    """``_write``, then the EVALSHA calls answered NOSCRIPT (which ran nothing) once more as EVAL."""
+    ``script_of`` names the script of each EVALSHA command by its index in ``commands``.
+    """
     replies = _write(commands, jids)
-    refused = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+    refused = [index for index, reply in enumerate(replies)
+               if isinstance(reply, NoScriptError) and index in script_of]
     if refused:
-        source = scripts.source("unique_push")
-        again = _write([("EVAL", source, *commands[index][2:]) for index in refused], jids)
+        again = _write([("EVAL", scripts.source(script_of[index]), *commands[index][2:]) for index in refused],
+                       jids)
         for index, reply in zip(refused, again, strict=True):
             replies[index] = reply
     return replies
-
-
-def _unique_outcome(reply: Any, command: tuple[Any, ...]) -> Pushed:
-    """unique_push.lua answers 1 when it pushed, else the holder's jid (a string: never the integer 1)."""
-    _raise_push_error(reply, command)
-    if reply == 1:
-        return Pushed(command[UNIQUE_JID])
-    holder = reply.decode() if isinstance(reply, bytes) else str(reply)
-    return Pushed(holder, duplicate_of=holder)
 
 
 def push_bulk(payloads: Iterable[dict[str, Any]], *, at: float | None = None) -> list[str | None]:
@@ -245,80 +254,67 @@ def push_bulk(payloads: Iterable[dict[str, Any]], *, at: float | None = None) ->
 def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None = None) -> list[Pushed]:
     """``push_bulk``, saying which unique jobs were refused as duplicates (they ride in the same round trip)."""
     config = get_config()
-    chain = client_chain(config)
-    batch = batch_collect.current()
+    steps, chain = push_plan(config)
     now = time.time()
     by_queue: dict[str, list[str]] = {}
     scheduled: dict[str, float] = {}
-    unique_commands: list[tuple[Any, ...]] = []
-    unique_queues: set[str] = set()  # listed in `queues` with the plain ones' SADD
-    outcomes: list[Pushed | int] = []  # an int is the index of the job's unique_push command
-    signalled = bool(signals.before_task_publish.receivers or signals.after_task_publish.receivers)
-    written: list[dict[str, Any]] = []  # for after_task_publish, when signalled
+    writes: list[Write] = []
+    outcomes: list[Pushed | Write] = []  # a Write's outcome comes with the round trip's reply
+    passed: list[tuple[dict[str, Any], int]] = []  # (payload, its outcome's index) for the `pushed` step
+    plain_jids: list[str] = []
     for payload in payloads:
-        queue = payload.get("queue") or "default"
-        if batch is not None:
-            batch.stamp(payload)
-        if chain:
-            payload = run_client_chain(chain, payload, queue)
-            if payload is None:
-                outcomes.append(Pushed(None))
-                continue
-            queue = payload.get("queue") or queue
-        if signalled:
-            signals.publishing(payload, queue, at)
-            queue = payload.get("queue") or queue
-            written.append(payload)
-        payload.pop("at", None)
-        later = at if at is not None and at > now else None
+        through = _through_middleware(payload, at, steps, chain)
+        if through is None:
+            outcomes.append(Pushed(None))
+            continue
+        payload, queue = through
+        later = _settle_time(payload, at, now)
+        passed.append((payload, len(outcomes)))
+        routed = _route(steps, payload, queue, later, now)
+        if routed is not None:
+            outcomes.append(routed)
+            if isinstance(routed, Write):
+                writes.append(routed)
+            continue
         if later is not None:
-            payload.pop("enqueued_at", None)
+            scheduled[dumps(payload)] = float(later)
         else:
-            payload["enqueued_at"] = now
-        if batch is not None:
-            outcomes.append(Pushed(batch.take(payload, queue, later)))
-            continue
-        divert = push_intercept.divert_for(config.always_eager)
-        if divert is not None:
-            outcomes.append(Pushed(divert(payload, later)))
-            continue
-        lock = lock_of(payload)
-        if lock is not None:
-            outcomes.append(len(unique_commands))
-            unique_commands.append(_unique_command(payload, lock, queue, later, now))
-            if later is None:
-                unique_queues.add(queue)
-        else:
-            if later is not None:
-                scheduled[dumps(payload)] = float(later)
-            else:
-                by_queue.setdefault(queue, []).append(dumps(payload))
-            outcomes.append(Pushed(payload["jid"]))
-    if not by_queue and not scheduled and not unique_commands:
-        return [outcome for outcome in outcomes if isinstance(outcome, Pushed)]
+            by_queue.setdefault(queue, []).append(dumps(payload))
+        plain_jids.append(payload["jid"])
+        outcomes.append(Pushed(payload["jid"]))
+    written = iter(_send_bulk(by_queue, scheduled, writes, plain_jids) if by_queue or scheduled or writes else ())
+    pushed = [next(written) if isinstance(outcome, Write) else outcome for outcome in outcomes]
+    for hook in steps.pushed:
+        for payload, index in passed:
+            hook(payload, pushed[index])
+    return pushed
 
+
+def _send_bulk(by_queue: dict[str, list[str]], scheduled: dict[str, float], writes: list[Write],
+               plain_jids: list[str]) -> list[Pushed]:
+    """One round trip for a push_bulk: one LPUSH per queue, one ZADD, the features' writes, one SADD.
+
+    Returns the features' writes' outcomes, in order.
+    """
     commands: list[tuple[Any, ...]] = [("LPUSH", keys.queue(queue), *raws) for queue, raws in by_queue.items()]
     if scheduled:
         commands.append(("ZADD", keys.SCHEDULE, *(part for raw, score in scheduled.items()
                                                    for part in (repr(score), raw))))
-    writes = len(commands)
-    # Each unique job in a step of its own, in call order: a second copy in the same batch meets the first's lock.
-    commands.extend(unique_commands)
-    listed = {**dict.fromkeys(by_queue), **dict.fromkeys(sorted(unique_queues))}
+    plain = len(commands)
+    # Each feature write in a step of its own, in call order: a unique job's second copy in the same call
+    # meets the first one's lock.
+    commands.extend(write.command for write in writes)
+    listed = {**dict.fromkeys(by_queue),
+              **dict.fromkeys(sorted({write.listed for write in writes if write.listed is not None}))}
     if listed:
         commands.append(("SADD", keys.QUEUES, *listed))
-    jids = [outcome.jid for outcome in outcomes if isinstance(outcome, Pushed) and outcome.jid]
-    jids += [command[UNIQUE_JID] for command in unique_commands]
-    replies = _write_scripts(commands, jids) if unique_commands else _write(commands, jids)
-    for reply, command in zip(replies[:writes], commands, strict=False):
+    script_of = {plain + index: write.script for index, write in enumerate(writes) if write.script}
+    replies = _write_scripts(commands, [*plain_jids, *(write.jid for write in writes)], script_of)
+    for reply, command in zip(replies[:plain], commands, strict=False):
         _raise_push_error(reply, command)
-    _check_listing_replies(replies[writes + len(unique_commands):], "SADD queues")
-    unique_outcomes = [_unique_outcome(reply, command) for reply, command
-                       in zip(replies[writes:writes + len(unique_commands)], unique_commands, strict=True)]
-    pushed = [unique_outcomes[outcome] if isinstance(outcome, int) else outcome for outcome in outcomes]
-    if signalled:
-        sent = [outcome for outcome in pushed if outcome.jid is not None]  # the ones middleware let through
-        for outcome, payload in zip(sent, written, strict=False):
-            if outcome.duplicate_of is None:
-                signals.published(payload, payload.get("queue") or "default")
-    return pushed
+    _check_listing_replies(replies[plain + len(writes):], "SADD queues")
+    outcomes = []
+    for write, reply in zip(writes, replies[plain:plain + len(writes)], strict=True):
+        _raise_push_error(reply, write.command)
+        outcomes.append(write.outcome(write.jid, reply))
+    return outcomes

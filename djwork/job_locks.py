@@ -18,9 +18,8 @@ from typing import Any
 from djwork import keys, scripts
 
 FIELD = "djwork_locks"
-# Only these keys can be named by a payload: a payload is data anybody with Redis access can write,
-# and must not be able to make a worker delete arbitrary keys (the owner check is the second guard).
-PREFIXES = (keys.UNIQUE_PREFIX, keys.PERIODIC_LOCK_PREFIX)
+# Only these keys can be named by a payload (keys.py says why); lua/locks_lib.lua checks the same list.
+PREFIXES = keys.JOB_LOCK_PREFIXES
 SEPARATOR = "\n"  # between keys in a script argument; no lock key contains one
 RESULT_MARK = "\t"  # between a batch's key and the job's kept result (with_result); no key contains one
 BID = re.compile(r"\A[A-Za-z0-9_-]{1,64}\Z")  # a payload's bid: nothing that could name another key
@@ -30,8 +29,8 @@ def locks_of(payload: dict[str, Any]) -> list[str]:
     """The job's ties: the lock keys it says it owns (well-formed, allowed ones), then its batch's ``b-<bid>``.
 
     A batch membership ends with the job exactly as a lock does, so it travels the same way (the
-    ack, fail.lua, move_entry.lua, settle_late.lua, remove_entry.lua); lua/batch_lib.lua tells
-    the batch the outcome instead of deleting the key (docs/batches.md).
+    ack, fail.lua, move_entry.lua, settle_late.lua, remove_entry.lua); lua/ties_lib.lua tells
+    the batch the outcome instead of deleting the key (docs/batches.md, docs/lua.md).
     """
     value = payload.get(FIELD)
     found = [key for key in value
@@ -51,7 +50,7 @@ def is_batch(tie: str) -> bool:
 def with_result(ties: str, batch_key: str, value: str) -> str:
     """``ties`` (encoded) with ``value``, a JSON text, riding on the line of the batch ``batch_key``.
 
-    The ack's Lua step keeps it as the job's batch result before it counts the job (lua/batch_lib.lua),
+    The ack's Lua step keeps it as the job's batch result before it counts the job (lua/ties_lib.lua),
     so a job is never acked as succeeded without its result. JSON text holds no raw tab or newline.
     """
     return SEPARATOR.join(f"{line}{RESULT_MARK}{value}" if line == batch_key else line

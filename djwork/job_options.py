@@ -96,10 +96,6 @@ def exception_classes(value: Any, where: str, option: str) -> tuple[type[BaseExc
     return classes
 
 
-# Celery's apply_async options with a meaning here beyond the enqueue options djwork has always taken.
-CALL_OPTIONS = ("task_id", "priority", "serializer", "retry_policy", "headers")
-
-
 def call_options(options: dict[str, Any], where: str, jid: str | None) -> tuple[str | None, dict[str, Any]]:
     """Take Celery's call options out of ``options``: the jid to use, and the payload fields they add.
 

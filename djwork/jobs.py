@@ -37,9 +37,9 @@ from djwork.conf import get_config
 from djwork.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
 from djwork.limiter.job_limits import job_limits
 from djwork.payload import build, check_arguments
-from djwork.task_class import HOOKS, BoundJob, MaxRetriesExceededError, Request, Retry, Task
+from djwork.task_class import HOOKS, MaxRetriesExceededError, Request, Retry, Task
 
-__all__ = ["ABSOLUTE_EPOCH_THRESHOLD", "BoundJob", "Job", "JobRef",
+__all__ = ["ABSOLUTE_EPOCH_THRESHOLD", "Job", "JobRef",
            "MaxRetriesExceededError", "Request", "Retry", "Task", "UnknownJobClass", "job",
            "registry", "resolve", "shared_task"]
 

@@ -131,6 +131,7 @@ BOUNDS: tuple[KeyBound, ...] = (
     KeyBound("b-<bid>-died", JOB, ttl=_BATCH_TTL),
     KeyBound("b-<bid>-order", JOB, ttl=_BATCH_TTL),
     KeyBound("b-<bid>-results", JOB, ttl=_BATCH_TTL),
+    KeyBound("djwork:saved-group:<id>", JOB, ttl="RESULT_TTL (24 h) from the save"),
     # Rate limiters.
     KeyBound("djwork:limiters", LIMITER, cap="expired names swept at each acquisition"),
     KeyBound("djwork:limiter-holdings", JOB, cap="a slot leaves it at its release; a dead process's by the reaper"),

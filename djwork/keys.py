@@ -52,13 +52,16 @@ def isolated(queue_name: str) -> str:
     return f"{ISOLATED_PREFIX}{queue_name}"
 
 
+QUEUE_PREFIX = "queue:"
+
+
 def queue(name: str) -> str:
     """LIST ``queue:<name>``: LPUSH by clients, popped from the right."""
-    return f"queue:{name}"
+    return f"{QUEUE_PREFIX}{name}"
 
 
 def queue_name(key: str) -> str:
-    return key[len("queue:"):] if key.startswith("queue:") else key
+    return key[len(QUEUE_PREFIX):] if key.startswith(QUEUE_PREFIX) else key
 
 
 def stat_processed_day(day: str) -> str:
@@ -228,6 +231,12 @@ def unique(digest: str) -> str:
     return f"{UNIQUE_PREFIX}{digest}"
 
 
+# The locks bound to a job's life (djwork/job_locks.py): the only keys a payload's `djwork_locks` may
+# name. A payload is data anybody with Redis access can write; it must not be able to make a worker
+# delete an arbitrary key (the owner check is the second guard). Lua's release reads the same list.
+JOB_LOCK_PREFIXES = (UNIQUE_PREFIX, PERIODIC_LOCK_PREFIX)
+
+
 # --- execution metrics, Sidekiq 8's layout and 7's (docs/metrics.md) ----------------
 # Times are UTC. Sidekiq 7's Metrics page reads other names (docs/metrics.md,
 # Versions): the per-minute hash and histogram are written under both.
@@ -291,7 +300,7 @@ def queue_metrics_ten_minutes(now: dt.datetime) -> str:
     return queue_metrics_minute(now)[:-1]
 # --- batches (docs/batches.md) ------------------------------------------------------
 # Sidekiq Pro's names: ``b-<bid>`` and its ``-jids`` set; the other suffixes are djwork's. lua/batch_lib.lua
-# appends the same suffixes to the ``b-<bid>`` it is handed (a job's payload names only its bid).
+# builds the same keys with these functions, generated into Lua (djwork/lua_keys.py), from the bid it is handed.
 BATCH_PREFIX = "b-"
 BATCHES = "batches"  # ZSET bid -> created_at epoch seconds: the listing, newest first; pruned when read
 BATCH_SUFFIXES = ("-jids", "-failed", "-died", "-order", "-results")
@@ -325,4 +334,12 @@ def batch_order(bid: str) -> str:
 def batch_results(bid: str) -> str:
     """HASH ``b-<bid>-results``: jid -> JSON return value (only when the batch keeps results)."""
     return f"{BATCH_PREFIX}{bid}-results"
+
+
+SAVED_GROUP_PREFIX = "djwork:saved-group:"
+
+
+def saved_group(group_id: str) -> str:
+    """STRING ``djwork:saved-group:<id>``: JSON {bid, jids} of a group, ``GroupResult.save()``, for ``restore()``."""
+    return f"{SAVED_GROUP_PREFIX}{group_id}"
 

@@ -26,7 +26,6 @@ BUCKET_LABELS: tuple[str, ...] = (
     "Slow",
 )
 BUCKETS = len(BUCKET_LABELS)  # 26
-U16_MAX = 65535  # a bucket saturates there (BITFIELD ... OVERFLOW SAT)
 
 # BITFIELD_RO arguments reading all 26 counters, bucket 0 first.
 HISTOGRAM_READ: tuple[str, ...] = tuple(part for index in range(BUCKETS) for part in ("GET", "u16", f"#{index}"))

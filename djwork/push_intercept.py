@@ -1,15 +1,18 @@
 """Where a push goes instead of Redis while a testing mode is on (djwork.testing) or ``ALWAYS_EAGER`` is set.
 
-The client asks ``divert_for`` on every push (one list read when nothing is
-on): the innermost ``djwork.testing.fake()``/``inline()`` block wins, then
-``ALWAYS_EAGER``. This module imports nothing of djwork, so the client can
-consult it and djwork.testing can fill it without an import cycle.
+``DivertInTests`` is a hook of every push (djwork/push_hooks.py), asked
+after client middleware where the Redis write would be (one list read when
+nothing is on): the innermost ``djwork.testing.fake()``/``inline()`` block
+wins, then ``ALWAYS_EAGER``. Of djwork this module imports only
+djwork.push_hooks, so djwork.testing can fill it without an import cycle.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+from djwork.push_hooks import Pushed, PushHook
 
 # (payload, run-at epoch or None) -> the jid the push reports.
 Divert = Callable[[dict[str, Any], "float | None"], "str | None"]
@@ -27,3 +30,13 @@ def divert_for(always_eager: bool) -> Divert | None:
                                "'djwork' to INSTALLED_APPS (its ready() registers the eager runner)")
         return eager
     return None
+
+
+class DivertInTests(PushHook):
+    """A push taken by the open testing mode, or by ``ALWAYS_EAGER``: collected or run, not written."""
+
+    def route(self, payload: dict[str, Any], queue: str, later: float | None, now: float) -> Pushed | None:
+        if not active and not self.config.always_eager:  # every push asks: no call when no mode is on
+            return None
+        divert = divert_for(self.config.always_eager)
+        return None if divert is None else Pushed(divert(payload, later))

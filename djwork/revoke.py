@@ -13,7 +13,6 @@ Each job removed sends ``task_revoked`` here, in the caller (djwork/revoke_event
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from djwork import keys, result_record, revoke_events, scripts
@@ -26,7 +25,7 @@ from djwork.revoke_flag import revoked
 # (about 0.1-0.3 s for 100,000 entries); a job beyond the bound is still stopped at fetch.
 SCAN_BOUND = 100_000
 
-__all__ = ["SCAN_BOUND", "TerminateNotSupported", "revoke", "revoked", "revoked_jobs"]
+__all__ = ["SCAN_BOUND", "TerminateNotSupported", "revoke", "revoked"]
 
 
 class TerminateNotSupported(NotImplementedError):
@@ -66,11 +65,3 @@ def revoke(jid: str, terminate: bool = False, signal: Any = None, queue: str | N
     # Key, payload pairs. Sent after the step: a receiver sees the job gone and its record REVOKED.
     revoke_events.removed(removed[1::2])
     return bool(removed)
-
-
-def revoked_jobs(limit: int = 100) -> list[tuple[str, float]]:
-    """The jids revoked now with the epoch their revoke holds until, newest first (the dashboard's list)."""
-    now = time.time()
-    pairs = redis_layer.run(lambda conn: conn.zrevrangebyscore(keys.REVOKED, "+inf", f"({now}", start=0, num=limit,
-                                                              withscores=True), idempotent=True)
-    return [(member.decode() if isinstance(member, bytes) else member, score) for member, score in pairs]

@@ -26,7 +26,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
-from djwork import key_reports, redis_naming
+from djwork import key_reports, lua_keys, redis_naming
 from djwork import redis as redis_layer
 from djwork.key_types import WrongTypeKey, is_wrong_type, name_culprits
 from djwork.redis_naming import name_replies
@@ -47,14 +47,35 @@ def script_directory() -> Path:
 
 @functools.cache
 def source(name: str) -> str:
+    """The text Redis runs for script ``name``: its file, its libraries in place, its key names in front."""
+    text = _expanded(name, set())
+    return lua_keys.prelude(lua_keys.requested(text)) + text
+
+
+def _file_text(name: str) -> str:
     if not isinstance(name, str) or not SCRIPT_NAME.match(name):
         raise UnknownScriptError(f"{name!r} is not a Lua script name (the basename of a file in lua/)")
     path = script_directory() / f"{name}.lua"
     if not path.is_file():
         raise UnknownScriptError(f"no Lua script named {name!r} in {script_directory()}")
-    # A line `--@include <name>` takes that script's text (a library such as batch_lib.lua): one
-    # source for the batch accounting every job-ending script runs, none of them drifting apart.
-    return INCLUDE.sub(lambda found: source(found.group(1)), path.read_text(encoding="utf-8"))
+    return path.read_text(encoding="utf-8")
+
+
+def _expanded(name: str, included: set[str]) -> str:
+    """``name``'s text with each line ``--@include <library>`` replaced by that library's (expanded) text.
+
+    One source for each concern (batch accounting, lock release, result writes...) that many
+    scripts run, none of them drifting apart. A library already included earlier in the same
+    script is not included again: its functions are defined once, whichever libraries ask for it.
+    """
+    def include(found: re.Match[str]) -> str:
+        library = found.group(1)
+        if library in included:
+            return ""
+        included.add(library)
+        return _expanded(library, included)
+
+    return INCLUDE.sub(include, _file_text(name))
 
 
 @functools.cache

@@ -17,6 +17,8 @@ from typing import Any
 
 from django.dispatch import Signal
 
+from djwork.push_hooks import Pushed, PushHook
+
 logger = logging.getLogger("djwork")
 
 # Enqueueing (sender: the job's name). body: the job hash about to be written (a receiver may edit it);
@@ -35,8 +37,6 @@ task_revoked = Signal()  # request, terminated, signum, expired
 # A worker process (sender: its Launcher; sender.identity names it).
 worker_ready = Signal()
 worker_shutdown = Signal()
-
-TASK_SIGNALS = (task_prerun, task_postrun, task_success, task_retry, task_failure)
 
 
 def send(signal: Signal, sender: Any, **arguments: Any) -> None:
@@ -63,6 +63,19 @@ def revoked(sender: Any, request: Any, *, terminated: bool = False, signum: int 
 def publish_headers(payload: dict[str, Any], at: float | None = None) -> dict[str, Any]:
     return {"id": payload.get("jid"), "task": payload.get("class"), "retries": payload.get("retry_count", 0),
             "eta": at, "expires": payload.get("expires_at")}
+
+
+class PublishSignals(PushHook):
+    """Celery's publish signals as a hook of every push (djwork/push_hooks.py), each sent only when listened to."""
+
+    def publishing(self, payload: dict[str, Any], queue: str, at: float | None) -> None:
+        if before_task_publish.receivers:
+            publishing(payload, queue, at)
+
+    def pushed(self, payload: dict[str, Any], outcome: Pushed) -> None:
+        # A duplicate refused by its lock was not published, nor a push middleware stopped.
+        if after_task_publish.receivers and outcome.jid is not None and outcome.duplicate_of is None:
+            published(payload, payload.get("queue") or "default")
 
 
 def publishing(payload: dict[str, Any], queue: str, at: float | None) -> None:

@@ -263,5 +263,18 @@ class Task:
         raise Retry(exc=exc, countdown=countdown, max_retries=limit)
 
 
-# The name older code used for a bound job's `self`; a bound job's `self` is now the job itself.
-BoundJob = Task
+    # --- canvas (djwork/canvas/replace.py fills CANVAS_VERBS) ---------------------------------
+    def replace(self, sig: Any) -> None:
+        """Replace this job, in the canvas it runs in, by ``sig`` (a task or a canvas): its value is handed on
+        instead of this job's return value (Celery's ``Task.replace``; ``return self.replace(sig)``)."""
+        CANVAS_VERBS["replace"](self, sig)
+
+    def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
+        """Add ``sig`` to the chord header this job is a member of; the body gets its result last (Celery's)."""
+        return CANVAS_VERBS["add_to_chord"](self, sig)
+
+
+# The canvas's verbs of a running job, filled by djwork/canvas/replace.py when djwork.canvas is imported
+# (``import djwork`` does): this module can't import the canvas, which imports it (an import cycle).
+CANVAS_VERBS: dict[str, Any] = {}
+

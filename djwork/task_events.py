@@ -20,6 +20,8 @@ from typing import Any
 
 from djwork import signals
 from djwork.task_class import ExceptionInfo, Request, Retry, Task
+from djwork.worker.run_hooks import OK, RESCHEDULED, JobRun, RunHook
+from djwork.worker.run_hooks import RETRY as RETRIED
 
 logger = logging.getLogger("djwork")
 
@@ -114,3 +116,29 @@ class RunEvents:
             logger.exception("djwork: %s.%s raised; ignored (the job's outcome stands)", self.job.name, name)
         finally:
             self.job.pop_request()
+
+
+class CeleryEvents(RunHook):
+    """A djwork job's run as Celery's hooks and signals see it, on the worker: ``before`` just before its
+    body (inside the middleware and limits), the ending ones before its settlement is written."""
+
+    def joins(self, target: Any, config: Any) -> bool:
+        return isinstance(target, Task)
+
+    def before(self, run: JobRun) -> None:
+        events = for_run(run.target, run.request)  # None unless hooks or receivers exist
+        if events is not None:
+            run.note(self, events)
+            run.off_loop = True  # the ending hooks are user code: off the event loop
+            events.before()
+
+    def after(self, run: JobRun, error: BaseException | None) -> None:
+        events = run.noted(self)
+        # Not for a job abandoned at its hard time limit: its body may still run on its thread.
+        if events is None or not events.started or run.unit.timed_out:
+            return
+        if error is None:
+            if run.status == OK:
+                events.succeeded(run.result)
+            return
+        events.ended_badly(error, will_retry=run.status in (RETRIED, RESCHEDULED))

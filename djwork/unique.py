@@ -3,7 +3,8 @@
 A unique job's payload names its lock in ``djwork_locks`` (``unique:<digest>``,
 whose value is the owner's jid) and carries ``unique_for`` (seconds) and, for
 ``unique_until="start"``, ``unique_until``. The client takes the lock and pushes
-the job in one Lua step (lua/unique_push.lua, djwork.client); the worker
+the job in one Lua step (lua/unique_push.lua, ``UniquePush`` below, a hook of
+every push: djwork/push_hooks.py); the worker
 releases it, owner-checked, in the step that ends the job (djwork/job_locks.py).
 docs/unique.md has the semantics.
 """
@@ -19,9 +20,10 @@ from typing import Any
 
 import orjson
 
-from djwork import job_locks, keys
+from djwork import job_locks, keys, scripts
 from djwork.options import OptionError
-from djwork.payload import check_json_native
+from djwork.payload import check_json_native, dumps
+from djwork.push_hooks import Pushed, PushHook, Write
 
 UNTIL = ("success", "start")
 # Far beyond any sensible lock, and below the epoch threshold: a millisecond
@@ -145,3 +147,30 @@ def lock_of(payload: dict[str, Any]) -> str | None:
 def lock_ttl_ms(payload: dict[str, Any], delay: float = 0.0) -> int:
     """The lock's TTL: unique_for, plus the wait of a scheduled job (its lock covers the delay too)."""
     return max(1, math.ceil((float(payload[FOR_FIELD]) + max(0.0, delay)) * 1000))
+
+
+class UniquePush(PushHook):
+    """A unique job's push: the lock's SET NX and the push in one Lua step (lua/unique_push.lua).
+
+    Routed after client middleware: the lock is taken only by a push that really happens.
+    """
+
+    def route(self, payload: dict[str, Any], queue: str, later: float | None, now: float) -> Write | None:
+        lock = lock_of(payload)
+        if lock is None:
+            return None
+        jid = payload["jid"]
+        ttl = lock_ttl_ms(payload, (later - now) if later is not None else 0.0)
+        target = keys.SCHEDULE if later is not None else keys.queue(queue)
+        command = ("EVALSHA", scripts.sha("unique_push"), 2, lock, target, jid, ttl, dumps(payload),
+                   "" if later is not None else queue, repr(float(later)) if later is not None else "0")
+        # Positional: a NamedTuple built with keywords costs a microsecond more, on every unique push.
+        return Write(command, jid, _outcome, "unique_push", queue if later is None else None)
+
+
+def _outcome(jid: str, reply: Any) -> Pushed:
+    """unique_push.lua answers 1 when it pushed, else the holder's jid (a string: never the integer 1)."""
+    if reply == 1:
+        return Pushed(jid)
+    holder = reply.decode() if isinstance(reply, bytes) else str(reply)
+    return Pushed(holder, duplicate_of=holder)

@@ -4,7 +4,7 @@
 -- KEYS[1] = djwork:beats ZSET
 -- ARGV[1] = identity
 -- Returns the stamp (seconds, as a string).
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+--@include clock_lib
+local now = clock_now()
 redis.call('ZADD', KEYS[1], now, ARGV[1])
 return tostring(now)

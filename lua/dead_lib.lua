@@ -1,6 +1,6 @@
--- dead_lib: trim `dead` after an addition, by age, by count and by bytes (docs/wire.md, dead). A library:
--- djwork/scripts.py puts this text where a script has the line `--@include dead_lib`. KEYS and ARGV: none
--- of its own. Returns nothing.
+-- dead_lib: file a job in a sorted set, and trim `dead` after an addition, by age, by count and by bytes
+-- (docs/wire.md, dead). A library: djwork/scripts.py puts this text where a script has the line
+-- `--@include dead_lib`. KEYS and ARGV: none of its own. Returns nothing.
 --
 -- The byte total of `dead` is kept in a counter (djwork:dead-bytes, STRING): summing every member on every
 -- filing would copy the whole set inside Redis each time. The counter is raised by each djwork addition and
@@ -46,4 +46,14 @@ local function dead_trim(dead, counter, added, cutoff, max_jobs, max_bytes)
   local total = redis.pcall('INCRBY', counter, #added - gone)
   if type(total) ~= 'number' then total = max_bytes + 1 end  -- not a count: recounted, and set right
   if total > max_bytes or total < 0 then dead_recount(dead, counter, max_bytes) end
+end
+
+-- Add `member` to the ZSET `target` at `score` (retry, or dead), then, when `cap` is not '0' (a filing into
+-- `dead`: the byte cap as text), trim `dead` (its byte counter `counter`) to `cutoff` and `max_jobs`. Added
+-- before anything else of the job moves: a script stopped by an error keeps what it wrote before.
+local function dead_file(target, dead, counter, member, score, cap, cutoff, max_jobs)
+  redis.call('ZADD', target, score, member)
+  if cap ~= '0' then
+    dead_trim(dead, counter, member, cutoff, tonumber(max_jobs), tonumber(cap))
+  end
 end

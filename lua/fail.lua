@@ -13,21 +13,19 @@
 -- ARGV[6] = dead max size (entries),
 -- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
 -- ARGV[9] = the job's ties, "\n"-separated (djwork/job_locks.py): lock keys, released when the filing
--- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (batch_lib),
+-- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (ties_lib),
 -- ARGV[10] = its result HASH key, ARGV[11] = its result spec ('' for none: the job stores no result;
 -- result_lib)
 -- Returns 1.
+--@include ties_lib
 --@include result_lib
 --@include dead_lib
 local retrying = ARGV[2] ~= '' and KEYS[2] ~= KEYS[3]
 if retrying and ARGV[8] ~= '' and KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1
-    and result_revoked(KEYS[5], ARGV[8], result_now()) then
+    and result_revoked(KEYS[5], ARGV[8], clock_now()) then
   retrying = false
 elseif ARGV[2] ~= '' then
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
-  if ARGV[4] ~= '0' then
-    dead_trim(KEYS[3], KEYS[7], ARGV[2], ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[4]))
-  end
+  dead_file(KEYS[2], KEYS[3], KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 end
 if ARGV[7] == '1' then
   redis.call('LREM', KEYS[1], -1, ARGV[1])

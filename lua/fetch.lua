@@ -19,14 +19,16 @@
 --
 -- A job that finished after its process's shutdown deadline pushed it back
 -- is listed in djwork:finished-late; its copy is dropped here (and reported)
--- rather than run a second time. Nothing per call while the hash is empty (the rare keys' EXISTS).
+-- rather than run a second time (lua/drop_lib.lua). Nothing per call while the
+-- hash is empty (the rare keys' EXISTS).
 --
 -- A revoked job (djwork:revoked, docs/celery.md) that is fetched anyway (revoked while on its way
 -- here, or missed by the revoke's bounded search) is dropped the same way: its locks released, its
--- batch told it died. Nothing per call while nothing is revoked (the rare keys' EXISTS).
+-- batch told it died (lua/revoke_lib.lua). Nothing per call while nothing is revoked.
 --
--- An ack may carry the job's result (docs/celery.md): written into its result HASH in this same
--- step (result_lib), so storing a result costs no round trip of its own.
+-- An ack ends the job's ties (its locks and its batch, lua/ties_lib.lua) and may carry the job's
+-- result (docs/celery.md): written into its result HASH in this same step (lua/result_lib.lua), so
+-- storing a result costs no round trip of its own.
 --
 -- KEYS[1] = paused SET, KEYS[2] = djwork:orphan-counts HASH, KEYS[3] = djwork:finished-late HASH,
 -- KEYS[4] = djwork:revoked ZSET, KEYS[5] = djwork:result-waiters HASH,
@@ -37,11 +39,12 @@
 -- or a sextuple (-i, raw payload, jid, the job's lock keys ("\n"-separated, '' for none:
 -- locks bound to the job's life, released with its ack if it still owns them, djwork/job_locks.py;
 -- a b-<bid> line among them is the job's batch, which counts it as succeeded, docs/batches.md),
--- its result HASH key and its result spec ('', '' for none; result_lib)). The pair keeps the common
+-- its result HASH key and its result spec ('', '' for none)). The pair keeps the common
 -- ack to two arguments: every argument costs the worker its packing and Redis a Lua string.
 -- Returns {{i1, payload1, ...}, {paused names...}, {broken key, error, ...}, {skipped jids...},
 -- {revoked payloads dropped...}}; an index is negative for a job taken from the isolated list.
---@include result_lib
+--@include drop_lib
+--@include revoke_lib
 local limit = tonumber(ARGV[1])
 local reliable = ARGV[2] == 'reliable'
 local ack_count = tonumber(ARGV[3])
@@ -60,6 +63,10 @@ local function failed(reply, ...)
   return false
 end
 
+local function in_progress_of(index)
+  return KEYS[5 + 3 * math.abs(index) - 1]
+end
+
 -- One EXISTS over the keys that are nearly always absent (the paused SET, orphan counts, finished-late
 -- marks, revokes, every isolated list): while it answers 0, their checks below cost nothing more.
 -- Each was a command of its own per call, and inside a script every command has a fixed cost.
@@ -68,58 +75,102 @@ for i = 1, queue_count do rare[#rare + 1] = KEYS[5 + 3 * i] end
 local rare_present = redis.pcall('EXISTS', unpack(rare))
 rare_present = type(rare_present) ~= 'number' or rare_present > 0
 
-local position = 5 + queue_count
-local guard = ack_count > 0 and result_guard(KEYS[4], KEYS[5])
--- Only a job recovered from a dead process has an orphan count: while none has (the hash is absent,
--- nearly always), one EXISTS per call replaces an HDEL per ack.
-local orphans = ack_count > 0 and rare_present and redis.pcall('EXISTS', KEYS[2]) ~= 0
-local acked = {}  -- queue index -> payloads to take off its in-progress list
--- Queue positions looked up by their text: tonumber() would run strtod once per ack.
-local position_of, long_position_of = {}, {}
-for i = 1, queue_count do
-  position_of[tostring(i)] = i
-  long_position_of[tostring(-i)] = i
-end
-for _ = 1, ack_count do
-  local token = ARGV[position]
-  local index = position_of[token]
-  local long = not index
-  if long then index = long_position_of[token] or -tonumber(token) end
-  local raw = ARGV[position + 1]
-  if reliable then
-    -- '-1', not -1: a Lua number argument is formatted with printf for every call.
-    failed(redis.pcall('LREM', KEYS[5 + 3 * index - 1], '-1', raw), KEYS[5 + 3 * index - 1])
+-- The acks: each finished job off its in-progress list, its orphan count retired, its ties ended as a
+-- success (lua/ties_lib.lua) and its result written (lua/result_lib.lua).
+local function settle_acks()
+  local position = 5 + queue_count
+  local guard = result_guard(KEYS[4], KEYS[5])
+  -- Only a job recovered from a dead process has an orphan count: while none has (the hash is absent,
+  -- nearly always), one EXISTS per call replaces an HDEL per ack.
+  local orphans = rare_present and redis.pcall('EXISTS', KEYS[2]) ~= 0
+  -- Queue positions looked up by their text: tonumber() would run strtod once per ack.
+  local position_of, long_position_of = {}, {}
+  for i = 1, queue_count do
+    position_of[tostring(i)] = i
+    long_position_of[tostring(-i)] = i
   end
-  if long then
-    local jid = ARGV[position + 2]
-    if jid ~= '' then
+  for _ = 1, ack_count do
+    local token = ARGV[position]
+    local index = position_of[token]
+    local long = not index
+    if long then index = long_position_of[token] or -tonumber(token) end
+    local raw = ARGV[position + 1]
+    if reliable then
+      -- '-1', not -1: a Lua number argument is formatted with printf for every call.
+      failed(redis.pcall('LREM', in_progress_of(index), '-1', raw), in_progress_of(index))
+    end
+    if long then
+      local jid = ARGV[position + 2]
+      if jid ~= '' then
+        if orphans then
+          failed(redis.pcall('HDEL', KEYS[2], jid), KEYS[2])
+        end
+        if ARGV[position + 3] ~= '' then
+          ties_end(ARGV[position + 3], jid, 'ok')  -- its locks, and its batch
+        end
+      end
+      if ARGV[position + 4] ~= '' then
+        result_store(guard, ARGV[position + 4], ARGV[position + 5], jid)
+      end
+      position = position + 6
+    else
       if orphans then
-        failed(redis.pcall('HDEL', KEYS[2], jid), KEYS[2])
+        -- Only while some recovered job has a count: its jid from the payload, as recover_orphans keys it.
+        local jid = job_decode(raw)
+        if jid then failed(redis.pcall('HDEL', KEYS[2], jid), KEYS[2]) end
       end
-      if ARGV[position + 3] ~= '' then
-        ties_end(ARGV[position + 3], jid, 'ok')  -- its locks, and its batch (batch_lib)
-      end
+      position = position + 2
     end
-    if ARGV[position + 4] ~= '' then
-      result_store(guard, ARGV[position + 4], ARGV[position + 5], jid)
-    end
-    position = position + 6
-  else
-    if orphans then
-      -- Only while some recovered job has a count: its jid from the payload, as recover_orphans keys it.
-      local jid = result_jid_of(raw)
-      if jid then failed(redis.pcall('HDEL', KEYS[2], jid), KEYS[2]) end
-    end
-    position = position + 2
   end
 end
+
+-- Up to `want` jobs of queue i, oldest first: reliable mode moves them onto its in-progress list, basic
+-- mode pops them. The whole batch in three commands, not one LMOVE per job: read the oldest (rightmost)
+-- jobs, push them onto the in-progress list in the order LMOVE would have, then cut them off the queue.
+-- A refused push (a key of the wrong type) happens before the cut, so nothing is lost.
+local function take(i, want)
+  local queue_key, in_progress_key = KEYS[5 + 3 * i - 2], KEYS[5 + 3 * i - 1]
+  if not reliable then
+    local batch = redis.pcall('RPOP', queue_key, want)
+    if failed(batch, queue_key) or not batch then return {} end
+    return batch
+  end
+  local batch = redis.pcall('LRANGE', queue_key, -want, -1)
+  if failed(batch, queue_key) or #batch == 0 then return {} end
+  local oldest_first = {}
+  for j = #batch, 1, -1 do oldest_first[#oldest_first + 1] = batch[j] end
+  if failed(redis.pcall('LPUSH', in_progress_key, unpack(oldest_first)), in_progress_key) then return {} end
+  redis.call('LTRIM', queue_key, 0, -(#batch + 1))
+  return oldest_first
+end
+
+-- At most one job of queue i's isolated list (reliable mode only), or nil.
+local function take_isolated(i)
+  local isolated_key, in_progress_key = KEYS[5 + 3 * i], KEYS[5 + 3 * i - 1]
+  local payload = redis.pcall('LMOVE', isolated_key, in_progress_key, 'RIGHT', 'LEFT')
+  if failed(payload, isolated_key, in_progress_key) then return nil end
+  return payload or nil
+end
+
+-- The fetched (index, payload) pairs that `drop` does not drop.
+local function kept_after(fetched, drop)
+  local kept = {}
+  for j = 1, #fetched, 2 do
+    if not drop(fetched[j], fetched[j + 1]) then
+      kept[#kept + 1] = fetched[j]
+      kept[#kept + 1] = fetched[j + 1]
+    end
+  end
+  return kept
+end
+
+if ack_count > 0 then settle_acks() end
 
 local fetched = {}
 local paused = {}
 local taken = 0
 for i = 1, queue_count do
   if taken >= limit then break end
-  local queue_key, in_progress_key, isolated_key = KEYS[5 + 3 * i - 2], KEYS[5 + 3 * i - 1], KEYS[5 + 3 * i]
   local name = ARGV[4 + i]
   local is_paused = rare_present and redis.pcall('SISMEMBER', KEYS[1], name) or 0
   if failed(is_paused, KEYS[1]) then is_paused = 0 end
@@ -127,10 +178,7 @@ for i = 1, queue_count do
     paused[#paused + 1] = name
   else
     if reliable and isolated_allowed > 0 and rare_present then
-      local payload = redis.pcall('LMOVE', isolated_key, in_progress_key, 'RIGHT', 'LEFT')
-      if failed(payload, isolated_key, in_progress_key) then
-        payload = false
-      end
+      local payload = take_isolated(i)
       if payload then
         fetched[#fetched + 1] = -i
         fetched[#fetched + 1] = payload
@@ -139,29 +187,7 @@ for i = 1, queue_count do
       end
     end
     if taken < limit then
-      -- The whole batch in three commands, not one LMOVE per job: read the oldest (rightmost) jobs,
-      -- push them onto the in-progress list in the order LMOVE would have, then cut them off the
-      -- queue. A refused push (a key of the wrong type) happens before the cut, so nothing is lost.
-      local want = limit - taken
-      local batch
-      if reliable then
-        batch = redis.pcall('LRANGE', queue_key, -want, -1)
-        if failed(batch, queue_key) then
-          batch = {}
-        elseif #batch > 0 then
-          local oldest_first = {}
-          for j = #batch, 1, -1 do oldest_first[#oldest_first + 1] = batch[j] end
-          if failed(redis.pcall('LPUSH', in_progress_key, unpack(oldest_first)), in_progress_key) then
-            batch = {}
-          else
-            redis.call('LTRIM', queue_key, 0, -(#batch + 1))
-            batch = oldest_first
-          end
-        end
-      else
-        batch = redis.pcall('RPOP', queue_key, want)
-        if failed(batch, queue_key) or not batch then batch = {} end
-      end
+      local batch = take(i, limit - taken)
       for _, payload in ipairs(batch) do
         fetched[#fetched + 1] = i
         fetched[#fetched + 1] = payload
@@ -171,57 +197,21 @@ for i = 1, queue_count do
   end
 end
 
--- The copy ends here, as its finish would have: release the locks it still owns (djwork/job_locks.py).
-local function release_locks_of(job, jid)
-  if type(job['djwork_locks']) ~= 'table' then return end
-  for _, key in ipairs(job['djwork_locks']) do
-    if type(key) == 'string' and (string.sub(key, 1, 7) == 'unique:'
-        or string.sub(key, 1, 24) == 'djwork:periodic-running:') and redis.pcall('GET', key) == jid then
-      redis.call('DEL', key)
-    end
-  end
-end
-
-local skipped = {}
+local skipped, revoked = {}, {}
 if #fetched > 0 and rare_present and redis.call('EXISTS', KEYS[3]) == 1 then
-  local kept = {}
-  for j = 1, #fetched, 2 do
-    local index, payload = fetched[j], fetched[j + 1]
-    local ok, job = pcall(cjson.decode, payload)
-    local jid = ok and type(job) == 'table' and job['jid']
-    if type(jid) == 'string' and redis.call('HDEL', KEYS[3], jid) == 1 then
-      if reliable then
-        redis.call('LREM', KEYS[5 + 3 * math.abs(index) - 1], -1, payload)
-      end
-      redis.pcall('HDEL', KEYS[2], jid)
-      release_locks_of(job, jid)
-      skipped[#skipped + 1] = jid
-    else
-      kept[#kept + 1] = index
-      kept[#kept + 1] = payload
-    end
-  end
-  fetched = kept
+  fetched = kept_after(fetched, function(index, payload)
+    local jid = drop_if_finished_late(KEYS[3], reliable and in_progress_of(index) or '', KEYS[2], payload)
+    if jid then skipped[#skipped + 1] = jid end
+    return jid
+  end)
 end
-local revoked = {}
 if #fetched > 0 and rare_present and redis.call('EXISTS', KEYS[4]) == 1 then
-  local now = result_now()
-  local kept = {}
-  for j = 1, #fetched, 2 do
-    local index, payload = fetched[j], fetched[j + 1]
-    local jid, job = result_jid_of(payload)
-    if jid and result_revoked(KEYS[4], jid, now) then
-      if reliable then
-        redis.call('LREM', KEYS[5 + 3 * math.abs(index) - 1], -1, payload)
-      end
-      redis.pcall('HDEL', KEYS[2], jid)
-      ties_end(result_job_ties(job), jid, 'dead')  -- it will not run: locks released, its batch told
-      revoked[#revoked + 1] = payload  -- the worker's task_revoked needs the job (djwork/revoke_events.py)
-    else
-      kept[#kept + 1] = index
-      kept[#kept + 1] = payload
-    end
-  end
-  fetched = kept
+  local now = clock_now()
+  fetched = kept_after(fetched, function(index, payload)
+    local jid = drop_if_revoked(KEYS[4], reliable and in_progress_of(index) or '', KEYS[2], payload, now)
+    -- The worker's task_revoked needs the job (djwork/revoke_events.py).
+    if jid then revoked[#revoked + 1] = payload end
+    return jid
+  end)
 end
 return {fetched, paused, broken, skipped, revoked}

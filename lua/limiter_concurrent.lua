@@ -31,18 +31,12 @@
 --            1 if its slot had been freed under it (counted now as an overage) else 0, granted token...}
 --   free:    {freed, left (holdings of limiters not in KEYS), granted name, granted token, ...}
 --   reset:   {freed, now, granted token...}; delete: {freed, now}
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+--@include limiter_lib
+local now = clock_now()
 local op = ARGV[1]
--- A waiter calls again right at its deadline; only one that missed it by this much is gone.
-local GRACE = 1
 local RECLAIM_BATCH = 100
 -- A mark in `lost` older than this is dropped: a holder stalled for a day is not waited for.
 local LOST_KEPT = 86400
-
-local function fmt(seconds)
-  return string.format('%.6f', seconds)
-end
 
 local function keys_of(g)
   local base = 2 + 7 * (g - 1)
@@ -58,17 +52,9 @@ local function cfg_from_meta(k, name)
           ttl_ms = ttl and math.ceil(ttl * 1000)}
 end
 
-local function count(k, cfg, field, by)
-  -- Without a ttl (metadata gone) a new stats key would never expire: skip the count.
-  if cfg.ttl_ms then
-    redis.call('HINCRBY', k.stats, field, by)
-    redis.call('PEXPIRE', k.stats, cfg.ttl_ms)
-  end
-end
-
 local function hold(k, cfg, token, identity, jid)
   redis.call('ZADD', k.holders, now + cfg.lock_timeout, token)
-  redis.call('HSET', k.owners, token, identity .. '\t' .. jid .. '\t' .. fmt(now))
+  redis.call('HSET', k.owners, token, identity .. '\t' .. jid .. '\t' .. limiter_fmt(now))
   redis.call('ZADD', KEYS[2], 0, identity .. '\t' .. cfg.name .. '\t' .. token)
   redis.call('PEXPIRE', k.holders, cfg.ttl_ms)
   redis.call('PEXPIRE', k.owners, cfg.ttl_ms)
@@ -90,25 +76,20 @@ end
 local function mark_lost(k, cfg, token)
   if not cfg.ttl_ms then return end  -- metadata gone: a key made now would never expire
   redis.call('ZADD', k.lost, now, token)
-  redis.call('ZREMRANGEBYSCORE', k.lost, '-inf', '(' .. fmt(now - LOST_KEPT))
+  redis.call('ZREMRANGEBYSCORE', k.lost, '-inf', '(' .. limiter_fmt(now - LOST_KEPT))
   redis.call('PEXPIRE', k.lost, math.max(cfg.ttl_ms, LOST_KEPT * 1000))
 end
 
 local function reclaim(k, cfg)
-  local expired = redis.call('ZRANGEBYSCORE', k.holders, '-inf', '(' .. fmt(now), 'LIMIT', 0, RECLAIM_BATCH)
+  local expired = redis.call('ZRANGEBYSCORE', k.holders, '-inf', '(' .. limiter_fmt(now), 'LIMIT', 0, RECLAIM_BATCH)
   for i = 1, #expired do
     unhold(k, cfg.name, expired[i])
   end
   if #expired > 0 then
-    count(k, cfg, 'reclaimed', #expired)
-    count(k, cfg, 'overages', #expired)
+    limiter_count(k, cfg.ttl_ms, 'reclaimed', #expired)
+    limiter_count(k, cfg.ttl_ms, 'overages', #expired)
   end
   return #expired
-end
-
-local function stop_waiting(k, token)
-  redis.call('ZREM', k.waiters, token)
-  redis.call('HDEL', k.waiting, token)
 end
 
 -- Free slots go to the oldest live waiters, here and now; returns the tokens granted.
@@ -121,13 +102,12 @@ local function grant(k, cfg)
     if #head == 0 then break end
     local token, arrival = head[1], tonumber(head[2])
     local info = redis.call('HGET', k.waiting, token)
-    stop_waiting(k, token)
+    limiter_stop_waiting(k, token)
     local deadline, identity, jid
     if info then deadline, identity, jid = string.match(info, '^([^\t]*)\t([^\t]*)\t(.*)$') end
-    if deadline and tonumber(deadline) + GRACE >= now then
+    if deadline and tonumber(deadline) + LIMITER_GRACE >= now then
       hold(k, cfg, token, identity, jid)
-      count(k, cfg, 'waited', 1)
-      count(k, cfg, 'wait_us', math.floor((now - arrival) * 1000000))
+      limiter_waited(k, cfg.ttl_ms, arrival, now)
       granted[#granted + 1] = token
       free = free - 1
     end
@@ -155,7 +135,7 @@ if op == 'free' then
       -- The index entry goes even when the limiter's keys expired under it.
       redis.call('ZREM', KEYS[2], entries[i])
       if unhold(k, name, token) then
-        count(k, cfg, 'orphaned', 1)
+        limiter_count(k, cfg.ttl_ms, 'orphaned', 1)
         mark_lost(k, cfg, token)  -- taken for dead: a stalled one comes back and releases
         freed = freed + 1
       end
@@ -191,9 +171,9 @@ if op == 'reset' or op == 'delete' then
   if op == 'delete' then
     redis.call('DEL', k.meta, k.stats, k.holders, k.owners, k.waiters, k.waiting, k.lost)
     redis.call('ZREM', KEYS[1], name)
-    return {#tokens, fmt(now)}
+    return {#tokens, limiter_fmt(now)}
   end
-  return append({#tokens, fmt(now)}, grant(k, cfg))
+  return append({#tokens, limiter_fmt(now)}, grant(k, cfg))
 end
 
 local cfg = {name = name, size = tonumber(ARGV[3]), lock_timeout = tonumber(ARGV[4]),
@@ -208,39 +188,25 @@ if op == 'release' then
   local reclaimed = reclaim(k, cfg)
   local lost = 0
   if owner then
-    count(k, cfg, 'held', 1)
-    count(k, cfg, 'held_us', math.floor(held_for * 1000000))
+    limiter_count(k, cfg.ttl_ms, 'held', 1)
+    limiter_count(k, cfg.ttl_ms, 'held_us', math.floor(held_for * 1000000))
     -- Past its lease but not reclaimed (nobody asked meanwhile): still an overage, counted once.
-    if held_for > cfg.lock_timeout then count(k, cfg, 'overages', 1) end
+    if held_for > cfg.lock_timeout then limiter_count(k, cfg.ttl_ms, 'overages', 1) end
   elseif redis.call('ZREM', k.lost, token) == 1 then
     lost = 1
-    count(k, cfg, 'overages', 1)
+    limiter_count(k, cfg.ttl_ms, 'overages', 1)
   end
-  return append({owner and 1 or 0, fmt(now), fmt(held_for), reclaimed, lost}, grant(k, cfg))
+  return append({owner and 1 or 0, limiter_fmt(now), limiter_fmt(held_for), reclaimed, lost}, grant(k, cfg))
 end
 
 -- acquire: register (or refresh) on use, sweep a bounded batch of expired names from the registry.
-local ttl = tonumber(ARGV[5])
-local config = table.concat(ARGV, '|', 11, #ARGV)
-local expires = now + ttl
-local slack = math.min(ttl / 10, 3600)
-local listed = redis.call('ZSCORE', KEYS[1], name)
-if (not listed) or tonumber(listed) < expires - slack or redis.call('HGET', k.meta, 'config') ~= config then
-  redis.call('ZADD', KEYS[1], expires, name)
-  redis.call('HSET', k.meta, 'config', config, unpack(ARGV, 11, #ARGV))
-  redis.call('HSETNX', k.meta, 'created_at', fmt(now))
-  redis.call('PEXPIRE', k.meta, cfg.ttl_ms)
-end
-local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. fmt(now), 'LIMIT', 0, tonumber(ARGV[10]))
-if #expired > 0 then
-  redis.call('ZREM', KEYS[1], unpack(expired))
-end
+limiter_register(KEYS[1], k, name, tonumber(ARGV[5]), {unpack(ARGV, 11, #ARGV)}, tonumber(ARGV[10]), now)
 
 local identity, jid, budget = ARGV[7], ARGV[8], tonumber(ARGV[9])
 local reclaimed = reclaim(k, cfg)
 local granted = grant(k, cfg)
 local function answer(status, retry, acquired_at)
-  return append({status, fmt(now), fmt(retry), acquired_at, reclaimed}, granted)
+  return append({status, limiter_fmt(now), limiter_fmt(retry), acquired_at, reclaimed}, granted)
 end
 
 local owner = redis.call('HGET', k.owners, token)
@@ -250,26 +216,16 @@ end
 local arrival = redis.call('ZSCORE', k.waiters, token)
 if redis.call('ZCARD', k.holders) < cfg.size then
   -- grant() ran first, so no live waiter is left ahead of this caller.
-  if arrival then
-    stop_waiting(k, token)
-    count(k, cfg, 'waited', 1)
-    count(k, cfg, 'wait_us', math.floor((now - tonumber(arrival)) * 1000000))
-  else
-    count(k, cfg, 'immediate', 1)
-  end
+  limiter_admitted(k, cfg.ttl_ms, token, arrival, now)
   hold(k, cfg, token, identity, jid)
-  return answer(1, 0, fmt(now))
+  return answer(1, 0, limiter_fmt(now))
 end
 local first = redis.call('ZRANGE', k.holders, 0, 0, 'WITHSCORES')
 local retry = cfg.lock_timeout
 if #first == 2 then retry = math.max(0, tonumber(first[2]) - now) end
 if budget > 0 then
-  if not arrival then redis.call('ZADD', k.waiters, now, token) end
-  redis.call('HSET', k.waiting, token, fmt(now + budget) .. '\t' .. identity .. '\t' .. jid)
-  redis.call('PEXPIRE', k.waiters, cfg.ttl_ms)
-  redis.call('PEXPIRE', k.waiting, cfg.ttl_ms)
+  limiter_wait(k, cfg.ttl_ms, token, arrival, now, budget, identity, jid)
   return answer(0, math.min(retry, budget), '')
 end
-if arrival then stop_waiting(k, token) end
-count(k, cfg, 'over', 1)
+limiter_refused(k, cfg.ttl_ms, token, arrival)
 return answer(-1, retry, '')

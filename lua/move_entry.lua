@@ -9,17 +9,14 @@
 -- ARGV[7] = max size (entries), ARGV[8] = jid or '',
 -- ARGV[9] (optional) = lock keys the job owns, "\n"-separated: released, owner-checked, as the move ends
 -- the job (a kill from the dashboard; djwork/job_locks.py). Absent or '' keeps them. A b-<bid> line
--- is the job's batch, which counts it as dead (lua/batch_lib.lua).
+-- is the job's batch, which counts it as dead (lua/ties_lib.lua).
 -- Returns 1 if moved, 0 if the source member was gone.
---@include batch_lib
+--@include ties_lib
 --@include dead_lib
 if ARGV[1] == 'zset' then
   if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then return 0 end
 end
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
-if ARGV[5] ~= '0' then
-  dead_trim(KEYS[2], KEYS[4], ARGV[3], ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[5]))
-end
+dead_file(KEYS[2], KEYS[2], KEYS[4], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
 if ARGV[1] == 'zset' then
   redis.call('ZREM', KEYS[1], ARGV[2])
 else
@@ -27,6 +24,6 @@ else
 end
 if ARGV[8] ~= '' then
   redis.call('HDEL', KEYS[3], ARGV[8])
-  ties_end(ARGV[9] or '', ARGV[8], 'dead')  -- its locks, and its batch: buried, it died (batch_lib)
+  ties_end(ARGV[9] or '', ARGV[8], 'dead')  -- its locks, and its batch: buried, it died (ties_lib)
 end
 return 1

@@ -20,8 +20,8 @@
 -- Returns {status, watermark}. status: 'fired', 'skipped', 'paused', 'overlap' (the slot is decided),
 -- 'done' (decided before), 'early' (not due on Redis's clock), 'initialized', 'busy' (run now refused:
 -- the lock's holder is returned in place of the watermark).
-local t = redis.call('TIME')
-local real = tonumber(t[1]) + tonumber(t[2]) / 1000000
+--@include clock_lib
+local real = clock_now()
 local now = math.floor((tonumber(ARGV[11]) + (real - tonumber(ARGV[10])) * tonumber(ARGV[12])) * 1000)
 local mode = ARGV[1]
 local state = redis.call('HMGET', KEYS[1], 'last', 'paused')

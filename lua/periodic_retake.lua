@@ -6,15 +6,11 @@
 -- KEYS[i] = djwork:periodic-running:<entry id> STRING
 -- ARGV[2i-1] = the jid of KEYS[i]'s run, ARGV[2i] = TTL in milliseconds
 -- Returns, per key, 1 (held by its jid now) or the jid that holds it instead.
+--@include locks_lib
 local result = {}
 for i = 1, #KEYS do
-  local jid = ARGV[2 * i - 1]
-  local holder = redis.call('GET', KEYS[i])
-  if not holder or holder == jid then
-    redis.call('SET', KEYS[i], jid, 'PX', ARGV[2 * i])
-    result[i] = 1
-  else
-    result[i] = holder
-  end
+  local held = lock_retake(KEYS[i], ARGV[2 * i - 1], ARGV[2 * i])
+  if type(held) == 'table' then return held end  -- a lock key of the wrong type: its error, to be named
+  result[i] = held == true and 1 or held
 end
 return result

@@ -16,11 +16,12 @@
 local key, index = KEYS[1], KEYS[2]
 local prefix, ttl = ARGV[2], tonumber(ARGV[3])
 local keep, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
-local time = redis.call('TIME')
-local ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+--@include clock_lib
+local seconds, micros = clock_read()
+local ms = seconds * 1000 + math.floor(micros / 1000)
 local stamp = string.format('%.0f', ms)
 -- Scored to the microsecond: copies made within one millisecond still trim oldest first.
-local score = tonumber(time[1]) * 1000 + tonumber(time[2]) / 1000
+local score = seconds * 1000 + micros / 1000
 local moved = {}
 
 local function check(name, want, token)

@@ -17,8 +17,11 @@
 -- ARGV[1] = owner identity, ARGV[2] = orphan threshold seconds, ARGV[3] = max orphanings,
 -- ARGV[4] = isolate_after (recoveries)
 -- Returns {0} if the owner is alive, else {1, requeued count, poison payload...}.
-local now_parts = redis.call('TIME')
-local now = tonumber(now_parts[1]) + tonumber(now_parts[2]) / 1000000
+--@include clock_lib
+--@include job_lib
+--@include locks_lib
+--@keys PERIODIC_LOCK_PREFIX
+local now = clock_now()
 local beat = redis.call('ZSCORE', KEYS[3], ARGV[1])
 if beat and now - tonumber(beat) < tonumber(ARGV[2]) then
   return {0}
@@ -32,10 +35,10 @@ local items = redis.call('LRANGE', KEYS[1], 0, -1)
 local poison = {}
 local requeued = 0
 for i = 1, #items do
-  local ok, job = pcall(cjson.decode, items[i])
+  local jid, job = job_decode(items[i])
   local count = 0
-  if ok and type(job) == 'table' and type(job['jid']) == 'string' then
-    count = redis.call('HINCRBY', KEYS[4], job['jid'], 1)
+  if jid then
+    count = redis.call('HINCRBY', KEYS[4], jid, 1)
   end
   if count > max_orphanings then
     poison[#poison + 1] = items[i]
@@ -49,14 +52,10 @@ for i = 1, #items do
   -- A no-overlap periodic run keeps its running lock while it waits to run again: retaken in
   -- this step with a fresh TTL (unless another run holds it now), so its entry neither fires
   -- beside it nor stays wedged (docs/periodic.md).
-  local periodic = ok and type(job) == 'table' and job['djwork_periodic']
-  if count <= max_orphanings and type(periodic) == 'table' and type(periodic['lock']) == 'string'
-      and type(job['jid']) == 'string' and string.sub(periodic['lock'], 1, 24) == 'djwork:periodic-running:' then
-    local holder = redis.pcall('GET', periodic['lock'])
-    if holder == false or holder == job['jid'] then
-      redis.call('SET', periodic['lock'], job['jid'], 'PX',
-                 math.floor((tonumber(periodic['lock_ttl']) or 86400) * 1000))
-    end
+  local periodic = jid and job['djwork_periodic']
+  if count <= max_orphanings and type(periodic) == 'table' and lock_allowed(periodic['lock'])
+      and string.sub(periodic['lock'], 1, #keys.PERIODIC_LOCK_PREFIX) == keys.PERIODIC_LOCK_PREFIX then
+    lock_retake(periodic['lock'], jid, math.floor((tonumber(periodic['lock_ttl']) or 86400) * 1000))
   end
 end
 redis.call('DEL', KEYS[1])

@@ -8,7 +8,7 @@
 -- ARGV[1] = "zset" | "list", ARGV[2] = the member exactly as stored, ARGV[3] = jid ('' = none),
 -- ARGV[4] = lock keys the job owns, "\n"-separated ('' = none)
 -- Returns 1 if removed (and its locks released), 0 if the member was gone.
---@include batch_lib
+--@include ties_lib
 local removed
 if ARGV[1] == 'zset' then
   removed = redis.call('ZREM', KEYS[1], ARGV[2])
@@ -18,5 +18,5 @@ end
 if removed == 0 then
   return 0
 end
-ties_end(ARGV[4], ARGV[3], 'dead')  -- deleted, it will not run: its batch counts it as dead (batch_lib)
+ties_end(ARGV[4], ARGV[3], 'dead')  -- deleted, it will not run: its batch counts it as dead (ties_lib)
 return 1

@@ -14,6 +14,7 @@
 -- KEYS[4] = the queue's isolated LIST
 -- ARGV[1] = isolate_after (recoveries), ARGV[2..] = raw payloads whose ack is pending (removed, not requeued)
 -- Returns the number of jobs requeued.
+--@include job_lib
 local isolate_after = tonumber(ARGV[1])
 for i = 2, #ARGV do
   redis.call('LREM', KEYS[1], -1, ARGV[i])
@@ -21,9 +22,9 @@ end
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 for i = 1, #items do
   local target = KEYS[2]
-  local ok, job = pcall(cjson.decode, items[i])
-  if ok and type(job) == 'table' and type(job['jid']) == 'string' then
-    local count = tonumber(redis.call('HGET', KEYS[3], job['jid']) or '0')
+  local jid = job_decode(items[i])
+  if jid then
+    local count = tonumber(redis.call('HGET', KEYS[3], jid) or '0')
     if count >= isolate_after then
       target = KEYS[4]
     end

@@ -1,24 +1,18 @@
 -- result_lib: a job's result record and its revoke, for the scripts that end or fetch a job
 -- (docs/celery.md). A library: djwork/scripts.py puts this text where a script has the line
--- `--@include result_lib` (it brings batch_lib with it). Loaded alone it only defines functions.
+-- `--@include result_lib`. Loaded alone it only defines functions.
 -- KEYS and ARGV: none of its own; key names come from the caller's ARGV or KEYS. Returns nothing.
 --
 -- A result spec is one string, built by djwork/result_record.py (djwork/worker/outcome.py for failures):
 --   "<ttl seconds>\n<STATE>\n<date_done epoch, or '' for Redis's clock now>\n<JSON result>\n<traceback text>"
 -- (JSON carries no raw newline, so only the traceback, last, may hold one).
---@include batch_lib
-
--- Seconds since the epoch by Redis's clock.
-local function result_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
+--@include clock_lib
 
 -- Redis's clock, read once per call (one TIME, not one per job): date_done and the expiry times.
 local function result_clock(guard)
-  local t = redis.call('TIME')
-  guard.now = string.format('%.6f', tonumber(t[1]) + tonumber(t[2]) / 1000000)
-  guard.now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local seconds, micros = clock_read()
+  guard.now = string.format('%.6f', seconds + micros / 1000000)
+  guard.now_ms = seconds * 1000 + math.floor(micros / 1000)
   guard.expire_at = {}
 end
 
@@ -84,30 +78,3 @@ local function result_revoked(revoked_key, jid, now)
   local until_score = redis.call('ZSCORE', revoked_key, jid)
   return until_score and tonumber(until_score) > now
 end
-
--- The ties of a decoded job (djwork/job_locks.py's rule, kept here for jobs dropped inside Lua):
--- the lock keys it names under djwork's prefixes, then its batch's b-<bid>.
-local function result_job_ties(job)
-  local ties = {}
-  if type(job['djwork_locks']) == 'table' then
-    for _, key in ipairs(job['djwork_locks']) do
-      if type(key) == 'string' and not string.find(key, '\n', 1, true) and #key < 512
-          and (string.sub(key, 1, 7) == 'unique:' or string.sub(key, 1, 24) == 'djwork:periodic-running:') then
-        ties[#ties + 1] = key
-      end
-    end
-  end
-  local bid = job['bid']
-  if type(bid) == 'string' and #bid <= 64 and string.match(bid, '^[%w_-]+$') then
-    ties[#ties + 1] = 'b-' .. bid
-  end
-  return table.concat(ties, '\n')
-end
-
--- The jid and the decoded job of a raw payload, or nil (decoded only while something is revoked).
-local function result_jid_of(payload)
-  local ok, job = pcall(cjson.decode, payload)
-  if ok and type(job) == 'table' and type(job['jid']) == 'string' then return job['jid'], job end
-  return nil, nil
-end
-

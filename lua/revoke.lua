@@ -7,16 +7,18 @@
 --    Bounded: at most ARGV[4] entries are looked at per set or list; a job beyond that is still
 --    stopped by the flag when it is fetched, within the flag's ttl.
 -- 3. A removed job ends as a dead one does: its locks are released and its batch counts it as died
---    (batch_lib). Its orphan count, if any, is cleared.
+--    (lua/ties_lib.lua). Its orphan count, if any, is cleared.
 -- 4. Record REVOKED in its result HASH (unless it already finished: SUCCESS and FAILURE stay).
 -- KEYS[1] = djwork:revoked ZSET, KEYS[2] = result HASH, KEYS[3] = schedule ZSET, KEYS[4] = retry ZSET,
 -- KEYS[5] = djwork:orphan-counts HASH, KEYS[6] = djwork:result-waiters HASH, KEYS[7..] = queue LISTs
 -- ARGV[1] = jid, ARGV[2] = ttl seconds, ARGV[3] = result spec (REVOKED), ARGV[4] = scan bound per key
 -- Returns key, payload pairs: where it was removed from and the payload removed (empty: not found waiting),
 -- for the caller's task_revoked signal (djwork/revoke_events.py).
+--@include job_lib
+--@include ties_lib
 --@include result_lib
 local jid, ttl, bound = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
-local now = result_now()
+local now = clock_now()
 redis.call('ZADD', KEYS[1], now + ttl, jid)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('EXPIRE', KEYS[1], ttl)
@@ -25,14 +27,14 @@ local needle = '"jid":"' .. jid .. '"'
 local removed = {}
 local function matches(payload)
   if not string.find(payload, needle, 1, true) then return nil end
-  local found, job = result_jid_of(payload)
+  local found, job = job_decode(payload)
   if found == jid then return job end
   return nil
 end
 local function ended(key, job, payload)
   removed[#removed + 1] = key
   removed[#removed + 1] = payload
-  ties_end(result_job_ties(job), jid, 'dead')
+  ties_end(ties_of_job(job), jid, 'dead')
 end
 
 for k = 3, 4 do

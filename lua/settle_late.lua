@@ -10,9 +10,9 @@
 -- ARGV[1] = raw payload, ARGV[2] = jid, ARGV[3] = mark TTL seconds,
 -- ARGV[4] = the job's lock keys ("\n"-separated, djwork/job_locks.py): released with "removed" or "acked",
 -- as the ack would have; a marked copy keeps them until it is dropped. A b-<bid> line (the job's
--- batch) counts the job as succeeded in every outcome (lua/batch_lib.lua).
+-- batch) counts the job as succeeded in every outcome (lua/ties_lib.lua).
 -- Returns "removed", "acked", "marked" or (a job without a jid) a sentence saying so.
---@include batch_lib
+--@include ties_lib
 local payload, jid = ARGV[1], ARGV[2]
 local function retire()
   if jid ~= '' then
@@ -31,10 +31,9 @@ end
 if jid == '' then
   return 'no jid to mark: its copy may run again'
 end
--- It did succeed: its batch counts it now (membership: the copy's own end then counts nothing).
-for key in string.gmatch(ARGV[4] or '', '[^\n]+') do
-  if string.sub(key, 1, 2) == 'b-' then ties_end(key, jid, 'ok') end
-end
-redis.call('HSET', KEYS[4], jid, redis.call('TIME')[1])
+-- It did succeed: its batch counts it now (membership: the copy's own end then counts nothing). Its
+-- locks stay with the marked copy until that is dropped.
+ties_end(ARGV[4] or '', jid, 'ok', true)
+redis.call('HSET', KEYS[4], jid, string.format('%d', clock_read()))
 redis.call('EXPIRE', KEYS[4], tonumber(ARGV[3]))
 return 'marked'

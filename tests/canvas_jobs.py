@@ -54,9 +54,9 @@ def dies(x):
 
 
 @djwork.job
-def errback(status, tag):
-    conn().rpush(ERRORS, json.dumps({"tag": tag, "event": status["event"], "bid": status["bid"],
-                                     "dead": status["dead"]}))
+def errback(request, exc, traceback, tag):
+    """A Celery errback of the new style (more than one argument): the failed task's request and exception."""
+    conn().rpush(ERRORS, json.dumps({"tag": tag, "task_id": request.id, "exc": type(exc).__name__}))
 
 
 @djwork.job
@@ -70,3 +70,53 @@ def kills_once(x, flag):
 
         os.kill(os.getpid(), signal.SIGKILL)
     return x + 1
+
+
+class ExpectedError(Exception):
+    """What ``fails`` raises: a canvas's ``.get()`` re-raises it (Celery's propagate=True)."""
+
+
+@djwork.job(retry=0)
+def fails(x):
+    _note(f"fails {x}")
+    raise ExpectedError(f"canvas member {x} fails")
+
+
+@djwork.job
+def errback_old(task_id):
+    """Celery's old-style errback: one argument, the failed task's id (more would make it new style)."""
+    conn().rpush(ERRORS, json.dumps({"tag": "old", "task_id": task_id}))
+
+
+@djwork.job
+def errback_new(request, exc, traceback, tag):
+    """Celery's new-style errback: the failed task's request, its exception and traceback."""
+    conn().rpush(ERRORS, json.dumps({"tag": tag, "task_id": request.id, "exc": type(exc).__name__,
+                                     "message": str(exc), "traceback": bool(traceback)}))
+
+
+@djwork.job(bind=True)
+def lineage(self, previous):
+    """Its request's root_id and parent_id, as Celery's self.request carries them."""
+    return {"previous": previous, "root_id": self.request.root_id, "parent_id": self.request.parent_id}
+
+
+@djwork.job(bind=True)
+def replaced_by(self, x, how):
+    """Replaces itself (Celery's ``return self.replace(...)``): by a task, a chain or a group."""
+    _note(f"replaced_by {x} {how}")
+    shapes = {"task": add.s(x, 100), "chain": add.s(x, 1) | mul.s(10), "group": djwork.group(add.s(x, 1), add.s(x, 2))}
+    return self.replace(shapes[how])
+
+
+@djwork.job(bind=True)
+def adds_to_chord(self, x):
+    """Adds a member to its chord's header (Celery's ``self.add_to_chord``); returns its own x."""
+    self.add_to_chord(add.s(x, 1000))
+    return x
+
+
+@djwork.job(bind=True)
+def ids(self, i):
+    """Celery's integration task of the same name: its root_id, its parent_id and its argument."""
+    return [self.request.root_id, self.request.parent_id, i]

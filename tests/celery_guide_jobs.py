@@ -62,9 +62,9 @@ def raising_task(message="something something"):
 
 
 @shared_task
-def log_error(status, tag="errback"):
-    """An errback: djwork passes the batch status of the death first (Celery: request, exc, traceback)."""
-    conn().rpush(ERRORS, json.dumps({"tag": tag, "event": status["event"], "dead": status["dead"]}))
+def log_error(request, exc, traceback, tag="errback"):
+    """An errback of Celery's new style: the failed task's request, its exception and traceback."""
+    conn().rpush(ERRORS, json.dumps({"tag": tag, "exc": type(exc).__name__, "failed": bool(request.id)}))
 
 
 @shared_task(bind=True)

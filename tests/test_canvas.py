@@ -36,6 +36,10 @@ def test_signatures_are_json_and_come_back_whole():
                                                                                   {"y": 2}, 5.0)
     assert cj.add.set(queue="low").s(1).options == {"queue": "low"}
     assert cj.add.s(2).clone((1,)).args == [1, 2]  # a partial: new arguments first, as Celery
+    edited = cj.record.s()
+    edited.args = ("by hand",)  # Celery's integration tasks edit a signature so
+    edited.set(immutable=True)
+    assert (edited.args, edited.immutable, edited.options) == (["by hand"], True, {})
     assert cj.add.si(2, 3).clone((1,)).args == [2, 3]  # immutable: ignored
     assert isinstance(cj.add.s(1, 1) | cj.mul.s(2) | cj.mul.s(3), djwork.chain)
     assert len((cj.add.s(1, 1) | cj.mul.s(2) | cj.mul.s(3)).tasks) == 3
@@ -72,17 +76,35 @@ def test_a_chord_body_gets_every_result_in_order_and_a_death_runs_the_errback_in
     assert (body["args"], body["bid"], body["jid"]) == ([[0, 2, 4]], ref.body_bid, ref.id)
 
     raw_redis.flushdb()
-    errback = cj.errback.s(tag="chord")
-    broken = djwork.chord([cj.add.s(1, 1), cj.dies.s(1)], cj.tsum.s(), link_error=errback).apply_async()
+    broken = djwork.chord([cj.add.s(1, 1), cj.dies.s(1)], cj.tsum.s(), link_error=cj.errback_old.s()).apply_async()
     ok, dying = queued(raw_redis)
     raw_redis.delete(keys.queue("default"))
     fail(raw_redis, dying, "dead")
     finish(raw_redis, ok, 2)
-    (pushed,) = queued(raw_redis)  # the errback, with the header's status first; never the body
-    assert pushed["class"] == "tests.canvas_jobs.errback" and pushed["kwargs"] == {"tag": "chord"}
-    assert (pushed["args"][0]["event"], pushed["args"][0]["bid"]) == ("death", broken.header.bid)
-    with pytest.raises(djwork.ChordError):
+    (pushed,) = queued(raw_redis)  # the errback, with the failed task's id (Celery's old style); never the body
+    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.errback_old", [dying["jid"]])
+    with pytest.raises(djwork.ChordError):  # no result record of the death here: the failure itself
         broken.get(timeout=1)
+
+
+def test_a_new_style_errback_is_called_by_the_builtin_job_and_a_nested_death_names_the_job(raw_redis):
+    # group(chain(add, dies), add): the chain's step dies, its container fails the group at once.
+    ref = djwork.group(djwork.chain(cj.add.s(1, 1), cj.dies.s()).on_error(cj.errback.s(tag="t")),
+                       cj.add.s(2, 2)).delay()
+    first, other = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, first, 2)
+    (dying,) = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, dying, "dead")
+    (pushed,) = queued(raw_redis)
+    assert pushed["class"] == "djwork.canvas.builtins.call_errback"
+    assert pushed["args"] == [dying["jid"], dict(cj.errback.s(tag="t"))]
+    assert djwork.Batch.status(ref.bid).death_at is not None  # the group heard of it before `other` ended
+    with pytest.raises(djwork.CanvasError, match="died"):
+        ref.get(timeout=1)
+    finish(raw_redis, other, 4)
+    assert queued(raw_redis) == [pushed]  # nothing more pushed
 
 
 def test_empty_headers_immutable_bodies_and_countdowns(raw_redis):
@@ -99,7 +121,7 @@ def test_empty_headers_immutable_bodies_and_countdowns(raw_redis):
 
 
 def test_link_and_link_error_on_apply_async(raw_redis):
-    ref = cj.add.apply_async((2, 3), link=cj.record.s("linked"), link_error=cj.errback.s(tag="x"))
+    ref = cj.add.apply_async((2, 3), link=cj.record.s("linked"), link_error=cj.errback_old.s())
     (job,) = queued(raw_redis)
     assert job["jid"] == ref.jid and "bid" in job
     raw_redis.delete(keys.queue("default"))
@@ -113,12 +135,10 @@ def test_shapes_djwork_refuses_are_refused_before_anything_is_written(raw_redis)
         cj.add.apply_async((1, 2), link="tests.canvas_jobs.record")
     with pytest.raises(djwork.CanvasError, match="countdown"):
         djwork.chain(cj.add.s(1, 2), cj.add.s(1).set(eta=dt.datetime.now(dt.UTC))).delay()
-    with pytest.raises(djwork.CanvasError, match="link"):
-        djwork.chain(cj.add.s(1, 2), cj.add.s(1).set(link=cj.record.s("x")), cj.mul.s(2)).delay()
     with pytest.raises(djwork.CanvasError, match="group options"):
         djwork.group(cj.add.s(1, 2)).apply_async(queue="low")
-    with pytest.raises(djwork.CanvasError, match="expected a signature"):
-        djwork.group([djwork.chain(cj.add.s(1, 2), cj.mul.s(2))])
+    with pytest.raises(djwork.CanvasError, match="empty group"):
+        djwork.chain(cj.add.s(1, 2), djwork.group()).delay()
     with pytest.raises(TypeError):
         djwork.chord([cj.add.s(1)])(cj.tsum.s())  # add needs two arguments: refused at the send
     assert raw_redis.keys("*") == []
@@ -137,3 +157,23 @@ def test_a_linked_jobs_ref_follows_its_own_results_flag(raw_redis, settings):
         on.get(timeout=0.1, interval=0.05)
     assert [json.loads(raw).get("djwork_result") for raw in raw_redis.lrange(keys.queue("default"), 0, -1)] == [
         True, None]
+
+
+def test_a_step_before_a_group_pushes_each_member_once_and_nested_values_come_back_in_order(raw_redis):
+    ref = djwork.chain(cj.add.s(1, 2), djwork.group(cj.add.s(10), cj.add.s(1) | cj.mul.s(2))).delay()
+    (first,) = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, first, 3)
+    ack(raw_redis, first)  # the same job's end again (a run after orphan recovery): nothing more
+    plus_ten, plus_one = queued(raw_redis)  # both of the group's first jobs, from one Lua step, once
+    assert (plus_ten["args"], plus_one["args"]) == ([3, 10], [3, 1])
+    assert plus_ten["root_id"] == first["jid"] and plus_ten["parent_id"] == first["jid"]
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, plus_one, 4)
+    (doubled,) = queued(raw_redis)  # the nested chain's next step
+    assert doubled["args"] == [4, 2]
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, doubled, 8)
+    finish(raw_redis, plus_ten, 13)
+    assert queued(raw_redis) == []
+    assert ref.get(timeout=1) == [13, 8]  # the nested chain's value is its last step's, in the group's order

@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from django.test import override_settings
 
 from djwork import keys
 from djwork.api import ApiError, Periodic, StaleEntry
 from djwork.api import periodic as periodic_api
 from djwork.conf import build_config
 from djwork.cron import locks
-from djwork.testing.redis_server import free_port
 from djwork.worker.history import append
 from tests.browser import seed
 from tests.support.periodic import BASE, HOUR, entry, queued, ticker_at
-from tests.support.settings_values import base_djwork
 
 NIGHTLY = {"cron": "30 2 * * *", "job": "tests.periodic_jobs.tick", "name": "nightly", "tz": "Europe/Berlin",
            "args": ["n"], "catch_up": "none", "overlap": False}
@@ -153,21 +150,3 @@ def test_retake_renews_its_own_lock_takes_a_free_one_and_reports_another_holder(
     assert raw_redis.get(keys.periodic_lock("own")) == b"j1" and raw_redis.pttl(keys.periodic_lock("own")) > 80_000
     assert raw_redis.get(keys.periodic_lock("free")) == b"j2"
     assert raw_redis.get(keys.periodic_lock("other")) == b"j9"
-
-
-def test_a_release_that_fails_while_redis_is_away_is_retried_on_a_later_beat(raw_redis):
-    lock = keys.periodic_lock("nightly")
-    raw_redis.set(lock, "run-1")
-    raw_redis.set(keys.periodic_lock("other"), "run-7")
-    deferred = locks.DeferredReleases()
-    away = {**base_djwork(), "REDIS_URL": f"redis://127.0.0.1:{free_port()}/0", "REDIS_MAX_ATTEMPTS": 1,
-            "CONNECT_TIMEOUT": 0.2}
-    with override_settings(DJWORK=away):
-        assert deferred.release(lock, "run-1") is False
-        deferred.defer(keys.periodic_lock("other"), "run-6")  # a late release of a run the lock moved past
-        assert deferred.retry() == 0 and len(deferred) == 2
-    assert raw_redis.get(lock) == b"run-1"
-    assert deferred.retry() == 2 and len(deferred) == 0
-    assert not raw_redis.exists(lock)
-    assert raw_redis.get(keys.periodic_lock("other")) == b"run-7"  # compare-and-delete: not its run's lock
-    assert deferred.retry() == 0  # nothing pending: no round trip

@@ -3,9 +3,13 @@
 - no import cycle among djwork's and djwork_dashboard's modules, counting every
   import statement (module level, inside functions, under ``if TYPE_CHECKING:``);
 - no module in djwork/ longer than 400 lines;
-- djwork_dashboard imports nothing from redis-py (djwork.api raises its own errors);
+- djwork_dashboard imports nothing from redis-py (djwork.api raises its own errors), imports of djwork only
+  djwork.api and a small listed surface, and reaches no module that talks to Redis but through djwork.api;
+- djwork/client.py imports only its listed modules: features attach to a push as hooks (djwork/push_hooks.py);
 - the repository stands alone: no citation of documents or code a reader of it can't open;
-- docs/keys.md lists every key djwork/keys.py names.
+- docs/keys.md lists every key djwork/keys.py names;
+- what runs a job (the Executor, a coroutine job, the hook interface) imports no feature: features attach
+  through run hooks (docs/hooks.md).
 """
 
 from __future__ import annotations
@@ -248,3 +252,95 @@ def test_docs_keys_lists_every_key_named_in_keys_py():
     names = {name: value for name, value in vars(keys).items() if name.isupper() and isinstance(value, str)}
     missing = [f"{name} = {value!r}" for name, value in sorted(names.items()) if f"`{value}" not in documented]
     assert names and not missing, f"keys in djwork/keys.py that docs/keys.md does not list: {missing}"
+
+
+# What runs a job may import: the job model, the Redis layer and filing, the retry rules, the hook interface.
+# A feature's run-time part is a RunHook in its own module, registered in djwork/worker/installed_hooks.py.
+RUN_CORE_IMPORTS = {
+    "djwork.worker.execution": {
+        "djwork.conf", "djwork.dead", "djwork.jobs", "djwork.key_guard", "djwork.key_types", "djwork.keys",
+        "djwork.payload", "djwork.redis", "djwork.tasks_compat", "djwork.worker.acks",
+        "djwork.worker.coroutine_jobs", "djwork.worker.failure_log", "djwork.worker.fetch",
+        "djwork.worker.process", "djwork.worker.retry", "djwork.worker.run_hooks",
+    },
+    "djwork.worker.coroutine_jobs": {"djwork.worker.process", "djwork.worker.run_hooks"},
+    "djwork.worker.run_hooks": {
+        "djwork.conf", "djwork.task_class", "djwork.worker.acks", "djwork.worker.fetch", "djwork.worker.retry",
+    },
+}
+
+
+def test_what_runs_a_job_imports_no_feature():
+    strays = [str(edge) for module, allowed in RUN_CORE_IMPORTS.items()
+              for edge in imports_of(module) if edge.imported not in allowed]
+    assert not strays, ("the code that runs a job names a feature; make it a RunHook in the feature's own "
+                        "module, registered in djwork/worker/installed_hooks.py (docs/hooks.md):\n  "
+                        + "\n  ".join(strays))
+
+
+# --- seams: the client names no feature; the dashboard reaches Redis only through djwork.api -------------
+# What djwork/client.py may import: the Redis layer, the wire format, settings, the user's middleware and the
+# hook seam. A feature (batches, unique jobs, testing modes, Celery's signals) takes part in a push as a hook
+# listed in djwork/push_hooks.py; importing it here would put it back in the client.
+CLIENT_IMPORTS = {
+    "djwork.conf", "djwork.errors", "djwork.key_reports", "djwork.key_types", "djwork.keys", "djwork.middleware",
+    "djwork.payload", "djwork.push_hooks", "djwork.redis", "djwork.redis_url", "djwork.scripts",
+}
+
+
+def test_the_client_imports_no_feature():
+    found = [str(edge) for edge in imports_of("djwork.client") if edge.imported not in CLIENT_IMPORTS]
+    assert not found, ("djwork/client.py imports outside its list (a feature attaches as a hook in "
+                       "djwork/push_hooks.py FEATURES):\n  " + "\n  ".join(found))
+    # The seam itself names no feature (it resolves FEATURES by dotted path): else every feature imports it
+    # and it imports every feature.
+    assert not imports_of("djwork.push_hooks"), imports_of("djwork.push_hooks")
+
+
+def _is_api(module: str) -> bool:
+    return module == "djwork.api" or module.startswith("djwork.api.")
+
+
+# What the dashboard may import of djwork besides djwork.api, and why; neither reaches Redis but through
+# djwork.api (the next test checks that).
+DASHBOARD_SURFACE = {
+    "djwork.conf": "the DJWORK settings: the health strip's thresholds, the metrics token",
+    "djwork.prometheus": "the Prometheus text the /metrics view serves: a reader of djwork.api, which keeps "
+                         "prometheus_client out of every djwork.api import",
+}
+
+
+def _imports_redis_py(module: str) -> bool:
+    for node in ast.walk(ast.parse(MODULES[module].read_text(encoding="utf-8"))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        if any(name == "redis" or name.startswith("redis.") for name in names):
+            return True
+    return False
+
+
+def test_the_dashboard_imports_of_djwork_only_its_api_and_a_small_surface():
+    found = [f"{edge} (not djwork.api, nor one of {sorted(DASHBOARD_SURFACE)})"
+             for module in MODULES if module.startswith("djwork_dashboard")
+             for edge in imports_of(module)
+             if not edge.imported.startswith("djwork_dashboard") and not _is_api(edge.imported)
+             and edge.imported not in DASHBOARD_SURFACE]
+    assert not found, "add what the dashboard needs to djwork.api:\n  " + "\n  ".join(found)
+
+
+def test_the_dashboard_reaches_the_redis_layer_only_through_djwork_api():
+    # Walk every import from the dashboard, stopping at djwork.api: no module on the way may talk to Redis
+    # (import redis-py) itself. djwork.redis_url, imported once for the footer, reached djwork.redis_connections.
+    graph = import_graph()
+    seen: dict[str, str] = {}
+    frontier = [(edge.imported, f"{edge}") for module in MODULES if module.startswith("djwork_dashboard")
+                for edge in graph[module].values()]
+    while frontier:
+        module, path = frontier.pop()
+        if _is_api(module) or module in seen:
+            continue
+        seen[module] = path
+        frontier += [(target, f"{path}\n      {edge}") for target, edge in graph[module].items()]
+    found = [f"{module}, reached by:\n      {path}" for module, path in sorted(seen.items())
+             if not module.startswith("djwork_dashboard") and _imports_redis_py(module)]
+    assert not found, "the dashboard reaches Redis other than through djwork.api:\n  " + "\n  ".join(found)

@@ -18,7 +18,9 @@ from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_unt
 
 
 def unique_keys(raw_redis) -> dict[str, str]:
-    return {key.decode(): raw_redis.get(key).decode() for key in raw_redis.scan_iter("unique:*", count=1000)}
+    # A lock released between SCAN naming it and GET reading it is gone, not an error (it read None once).
+    found = {key: raw_redis.get(key) for key in raw_redis.scan_iter("unique:*", count=1000)}
+    return {key.decode(): value.decode() for key, value in found.items() if value is not None}
 
 
 def no_lock_left(raw_redis, why: str, timeout: float = 20) -> None:

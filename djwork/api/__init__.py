@@ -39,8 +39,9 @@ __all__ += ["Limiter", "LimiterDetail", "LimiterHolder", "LimiterSummary", "Limi
 
 # Periodic entries (docs/periodic.md).
 from djwork.api.periodic import Periodic, PeriodicEntry, PeriodicRun  # noqa: E402
+from djwork.cron.entries import ENTRY_ID as PERIODIC_ENTRY_ID  # noqa: E402
 
-__all__ += ["Periodic", "PeriodicEntry", "PeriodicRun"]
+__all__ += ["PERIODIC_ENTRY_ID", "Periodic", "PeriodicEntry", "PeriodicRun"]
 
 # Keys the key guard moved aside (docs/wire.md, Key guard).
 from djwork.api.quarantine import Quarantine, QuarantinedKey  # noqa: E402
@@ -55,8 +56,10 @@ __all__ += ["LockPage", "UniqueLock", "UniqueLocks"]
 # Execution metrics, queue samples, deploy marks (docs/metrics.md).
 from djwork.api.metrics import ClassMetrics, Mark, Metrics, MetricsResult, mark_deploy  # noqa: E402
 from djwork.api.metrics_queues import QueuePoint, QueueSeries  # noqa: E402
+from djwork.metrics_layout import BUCKET_LABELS  # noqa: E402
 
-__all__ += ["ClassMetrics", "Mark", "Metrics", "MetricsResult", "QueuePoint", "QueueSeries", "mark_deploy"]
+__all__ += ["BUCKET_LABELS", "ClassMetrics", "Mark", "Metrics", "MetricsResult", "QueuePoint", "QueueSeries",
+            "mark_deploy"]
 # Batches (docs/batches.md).
 from djwork.api.batches import Batch, Batches  # noqa: E402
 from djwork.batches.status import EVENTS as BATCH_EVENTS  # noqa: E402
@@ -76,3 +79,9 @@ from djwork.api.sorted_sets import SearchResult  # noqa: E402
 
 __all__ += ["BulkOutcome", "JobWhereabouts", "SearchResult", "act_on", "find_job", "select_entries",
             "select_queue_jobs"]
+
+# The Redis the calls above go to, and the dashboard's health strip (docs/dashboard.md).
+from djwork.api.access import redis_location  # noqa: E402
+from djwork.api.health import Health  # noqa: E402
+
+__all__ += ["Health", "redis_location"]

@@ -15,8 +15,14 @@ from redis.exceptions import RedisClusterException, RedisClusterUnreachableError
 
 from djwork import redis as redis_layer
 from djwork.api.errors import ApiError, RedisUnavailable
+from djwork.redis_url import public_location
 
 T = TypeVar("T")
+
+
+def redis_location() -> str:
+    """The Redis these calls go to, without any password: for a page's footer and an outage message."""
+    return public_location()
 
 
 def read(block: Callable[[Any], T]) -> T:

@@ -1,9 +1,10 @@
 """Collecting the pushes made inside ``with batch.jobs():``, to write them with the batch in one step.
 
-The client asks ``current()`` on each push (one ContextVar lookup, nothing
-more when no block is open). Inside a block the payload gets the batch's
-``bid`` (Sidekiq Pro's field, before client middleware runs, so middleware
-sees it) and is kept here instead of written; ``Batch`` writes them all with
+``CollectInBatch`` is a hook of every push (djwork/push_hooks.py): one
+ContextVar lookup, nothing more when no block is open. Inside a block the
+payload gets the batch's ``bid`` (Sidekiq Pro's field, before client
+middleware runs, so middleware sees it) and, after the middleware (which may
+still change or stop the push), is kept here instead of written; ``Batch`` writes them all with
 the batch's own keys in one MULTI when the block exits, or drops them when
 it raises: no half batch, and no job that runs before its batch exists.
 """
@@ -14,6 +15,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from djwork.payload import dumps
+from djwork.push_hooks import Pushed, PushHook
 
 _current: ContextVar[Collector | None] = ContextVar("djwork_batch_collector", default=None)
 
@@ -58,3 +60,16 @@ def open_block(collector: Collector) -> Any:
 
 def close_block(token: Any) -> None:
     _current.reset(token)
+
+
+class CollectInBatch(PushHook):
+    """Inside ``with batch.jobs():``, a push's ``bid`` before client middleware, and its payload kept after it."""
+
+    def stamp(self, payload: dict[str, Any]) -> None:
+        collector = _current.get()
+        if collector is not None:
+            collector.stamp(payload)
+
+    def route(self, payload: dict[str, Any], queue: str, later: float | None, now: float) -> Pushed | None:
+        collector = _current.get()
+        return None if collector is None else Pushed(collector.take(payload, queue, later))

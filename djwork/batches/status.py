@@ -107,13 +107,6 @@ class BatchStatus:
     def invalidated(self) -> bool:
         return self.invalidated_at is not None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"bid": self.bid, "description": self.description, "total": self.total, "pending": self.pending,
-                "failures": self.failures, "dead": self.dead, "succeeded": self.succeeded,
-                "created_at": self.created_at, "complete_at": self.complete_at, "success_at": self.success_at,
-                "death_at": self.death_at, "settled_at": self.settled_at, "invalidated": self.invalidated,
-                "parent": self.parent, "kids": self.kids}
-
 
 def _callback_field(head: Any, name: str) -> str:
     try:

@@ -3,9 +3,13 @@
 docs/canvas.md. Nothing here needs the celery package or a result backend.
 """
 
-from djwork.canvas import plan  # noqa: F401 - fills signature.APPLY: applying a canvas works once this is imported
+from djwork.canvas import apply, eager_canvas, replace  # noqa: F401 - fill signature.APPLY and the task hooks
 from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
-from djwork.canvas.signature import CanvasError, ChordError, Signature, chain, chord, chunks, group, signature
+from djwork.canvas.result_set import ResultSet
+from djwork.canvas.shapes import chain, chord, chunks, group
+from djwork.canvas.signature import CanvasError, ChordError, Signature, signature
 
-__all__ = ["CanvasError", "ChainRef", "ChordError", "ChordRef", "GroupRef", "Signature", "chain", "chord",
-           "chunks", "group", "signature"]
+GroupResult = GroupRef  # Celery's name for what a group returns
+
+__all__ = ["CanvasError", "ChainRef", "ChordError", "ChordRef", "GroupRef", "GroupResult", "ResultSet", "Signature",
+           "chain", "chord", "chunks", "group", "signature"]

@@ -28,3 +28,21 @@ def xmap(task: str, items: list[Any]) -> list[Any]:
 def xstarmap(task: str, items: list[list[Any]]) -> list[Any]:
     run = _task(task)
     return [run(*item) for item in items]
+
+
+@job(name="djwork.canvas.builtins.call_errback", retry=0)
+def call_errback(task_id: str, errback: dict[str, Any]) -> Any:
+    """A Celery errback of the new style, ``errback(request, exc, traceback)``, called here as Celery calls it
+    in the failed task's worker: the request names the failed job, ``exc`` and ``traceback`` are read back
+    from its result record (a canvas's jobs keep one). Pushed once, by the Lua step that recorded the death."""
+    from djwork.canvas.signature import signature
+    from djwork.results import AsyncResult, JobError
+    from djwork.task_class import Request
+
+    sig = signature(errback)
+    found = AsyncResult(task_id)
+    exc = found.result if isinstance(found.result, BaseException) else JobError(
+        "djwork.JobDied", f"job {task_id} died and left no result record (killed or deleted)")
+    request = Request(id=task_id)
+    run = _task(sig.task)
+    return run(request, exc, found.traceback, *sig.args, **sig.kwargs)

@@ -1,6 +1,6 @@
-"""Applying a canvas: its batches and first jobs, written in one MULTI.
+"""Writing a canvas: its batches (``Plan``) and first jobs in one MULTI; its jobs' payloads and callbacks.
 
-Every canvas is batches (docs/batches.md) that keep their results:
+Every canvas is batches (docs/batches.md) that keep their results (nesting: nest.py; applying: apply.py):
 
 - a **group** is one batch of its jobs;
 - a **chord** is a batch of its header whose ``success`` callback is the body, with every result in
@@ -21,45 +21,56 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork.batches import collect
 from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
-from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
-from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature, as_signature
-from djwork.enqueue import JobRef
+from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
 from djwork.payload import build, dumps
 from djwork.result_record import PAYLOAD_FIELD
 
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
-SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}}
+SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}, "died": ""}
+ERRBACK_CALLER = "djwork.canvas.builtins.call_errback"  # runs a (request, exc, traceback) errback
 
 
 @dataclass
 class Plan:
-    """One batch to write: its members' jids and its callbacks (event -> (head, cx spec))."""
+    """One batch to write: its members (jids, and ``b-<bid>`` of child batches) and its callbacks."""
 
     bid: str
     description: str
     jids: list[str] = field(default_factory=list)
-    callbacks: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # event -> [(head, cx spec), ...]: a step before a group starts each of the group's first jobs.
+    callbacks: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     # The batch whose success callback is this one's job (a chain's next step, a chord's body): until that
     # fires, the job is not queued anywhere, and the dashboard says "waiting", not "running".
     after: str = ""
+    value: str = ""  # what it hands its parent or the next step: one, all, last (lua/batch_lib.lua)
+    parent: str = ""  # the batch it is a member b-<bid> of (a canvas nested in a group)
 
-    def fields(self, now: float) -> dict[str, Any]:
+    def add_callback(self, event: str, head: str, spec: str) -> None:
+        self.callbacks.setdefault(event, []).append((head, spec))
+
+    def fields(self, now: float, kids: int) -> dict[str, Any]:
         found: dict[str, Any] = {"bid": self.bid, "description": self.description, "created_at": repr(now),
                                  "cbq": "default", "keep_results": "1", "canvas": "1", "total": len(self.jids)}
-        for event, (head, spec) in self.callbacks.items():
-            found[f"cb-{event}"] = head
-            found[f"cx-{event}"] = spec
-        if self.after:
-            found["after"] = self.after
+        for event, pushed in self.callbacks.items():
+            for index, (head, spec) in enumerate(pushed, start=1):
+                suffix = "" if index == 1 else f"-{index}"
+                found[f"cb-{event}{suffix}"] = head
+                found[f"cx-{event}{suffix}"] = spec
+            if len(pushed) > 1:
+                found[f"cbn-{event}"] = len(pushed)
+        for name, value in (("after", self.after), ("value", self.value), ("parent", self.parent)):
+            if value:
+                found[name] = value
+        if kids:
+            found["kids"] = kids
         return found
 
 
@@ -67,38 +78,48 @@ def new_bid() -> str:
     return secrets.token_urlsafe(10)
 
 
-def _resolve(name: str) -> Any:
+def resolve_job(name: str) -> Any:
     from djwork.jobs import resolve
 
     return resolve(name)
 
 
-def payload_of(sig: Signature, first: Any = None, shape: str | None = None) -> tuple[dict[str, Any], float | None]:
-    """The job hash for ``sig`` (its args after ``first`` when a callback's shape puts one there)."""
+def payload_of(sig: Signature, first: Any = None, shape: str | None = None,
+               fields: dict[str, Any] | None = None) -> tuple[dict[str, Any], float | None]:
+    """The job hash for ``sig`` (its args after ``first`` when a callback's shape puts one there);
+    ``fields`` are added to it (a canvas's ``root_id``/``parent_id``, its own result record)."""
     options = {key: value for key, value in sig.options.items() if key not in LINK_OPTIONS}
     args = list(sig.args) if shape in (None, "none") else [first, *sig.args]
-    job = _resolve(sig.task)
+    job = resolve_job(sig.task)
     if job is not None:
-        return job.build_payload(args, dict(sig.kwargs), **options)
-    # Not registered in this process (another service's job): by name, as delay() of a name would.
-    unknown = set(options) - {"queue", "retry", "jid", "countdown"}
-    if unknown:
-        raise CanvasError(f"{sig.task} is not registered here: only queue, retry, jid, countdown apply, "
-                          f"not {sorted(unknown)}")
-    payload = build(sig.task, args, dict(sig.kwargs), queue=options.get("queue") or "default",
-                    retry=options.get("retry", True), jid=options.get("jid"))
-    countdown = options.get("countdown")
-    return payload, (time.time() + float(countdown)) if countdown else None
+        payload, at = job.build_payload(args, dict(sig.kwargs), **options)
+    else:
+        # Not registered in this process (another service's job): by name, as delay() of a name would.
+        unknown = set(options) - {"queue", "retry", "jid", "countdown", "ignore_result"}
+        if unknown:
+            raise CanvasError(f"{sig.task} is not registered here: only queue, retry, jid, countdown apply, "
+                              f"not {sorted(unknown)}")
+        payload = build(sig.task, args, dict(sig.kwargs), queue=options.get("queue") or "default",
+                        retry=options.get("retry", True), jid=options.get("jid"))
+        countdown = options.get("countdown")
+        at = (time.time() + float(countdown)) if countdown else None
+    for name, value in (fields or {}).items():
+        if name == PAYLOAD_FIELD and options.get("ignore_result"):
+            continue  # the signature asked for no record of its own
+        if value is not None:
+            payload[name] = value
+    return payload, at
 
 
-def callback(sig: Signature, shape: str, bid: str | None, of_bid: str) -> tuple[str, str, str]:
+def callback(sig: Signature, shape: str, bid: str | None, of_bid: str,
+             fields: dict[str, Any] | None = None) -> tuple[str, str, str]:
     """A signature as a batch callback: (its jid, the payload head Lua completes, the cx spec)."""
     if sig.immutable:
         shape = "none"
     if "eta" in sig.options:
         raise CanvasError(f"{sig.task}: a step that runs after another takes countdown=, not eta= "
                           "(it is counted from when the previous step ends)")
-    payload, at = payload_of(sig, SHAPE_PLACEHOLDER.get(shape), shape)
+    payload, at = payload_of(sig, SHAPE_PLACEHOLDER.get(shape), shape, fields)
     delay = max(0.0, (at - time.time())) if at is not None else 0.0
     args = payload.pop("args")
     if shape != "none":
@@ -112,158 +133,94 @@ def callback(sig: Signature, shape: str, bid: str | None, of_bid: str) -> tuple[
     return payload["jid"], dumps(payload)[:-1], spec
 
 
-def _collect(bid: str, sigs: list[Signature]) -> collect.Collector:
-    """The first jobs, through client middleware, collected for the MULTI (as ``batch.jobs()`` does)."""
+def takes_request(name: str) -> bool:
+    """Whether an errback is Celery's new style, ``(request, exc, traceback)``: its function takes more than
+    one positional argument (Celery's own test); else it gets the failed task's id."""
+    import inspect
+
+    job = resolve_job(name)
+    if job is None:
+        return False
+    kinds = [parameter.kind for parameter in inspect.signature(job.func).parameters.values()]
+    if job.bind:
+        kinds = kinds[1:]
+    return inspect.Parameter.VAR_POSITIONAL in kinds or sum(
+        kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for kind in kinds) > 1
+
+
+def add_errback(plan: Plan, errback: Signature) -> None:
+    """``errback`` as the batch's death callback, called as Celery calls it: with the failed task's id
+    first, or, for a function taking ``(request, exc, traceback)``, in a worker by the built-in job
+    that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``)."""
+    if takes_request(errback.task):
+        errback = Signature(ERRBACK_CALLER, [dict(errback)], options={
+            key: value for key, value in errback.options.items() if key in ("queue",)})
+    _, head, spec = callback(errback, "died", None, plan.bid)
+    plan.add_callback("death", head, spec)
+
+
+def links(plan: Plan, options: dict[str, Any], link_bid: str | None = None) -> None:
+    """``link`` as the plan's success callback (its value first), ``link_error`` as its death callback."""
+    link, errback = options.get("link"), options.get("link_error")
+    if link is not None:
+        _, head, spec = callback(link, "all" if plan.value == "all" else "one", link_bid, plan.bid)
+        plan.add_callback("success", head, spec)
+    if errback is not None:
+        add_errback(plan, errback)
+
+
+def push(entries: list[Any], root_id: str) -> list[collect.Collector]:
+    """The first jobs, through client middleware, collected per batch for the MULTI (as ``batch.jobs()`` does)."""
     from djwork import client
 
-    collector = collect.Collector(bid)
-    token = collect.open_block(collector)
-    try:
-        for sig in sigs:
-            if sig.options.get("link") or sig.options.get("link_error"):
-                raise CanvasError(f"{sig!r}: links on a member of a group or chord are not supported")
-            payload, at = payload_of(sig)
+    collectors: dict[str, collect.Collector] = {}
+    for entry in entries:
+        collector = collectors.setdefault(entry.bid, collect.Collector(entry.bid))
+        token = collect.open_block(collector)
+        try:
+            payload, at = payload_of(entry.sig, fields={"root_id": root_id, PAYLOAD_FIELD: True})
             client.push_reporting(payload, at=at)
-    finally:
-        collect.close_block(token)
-    if len(collector.jids) > MAX_KEPT_RESULTS:
-        raise CanvasError(f"a group or chord header keeps at most {MAX_KEPT_RESULTS} results")
-    return collector
+        finally:
+            collect.close_block(token)
+    return list(collectors.values())
 
 
-def write(plans: list[Plan], root: Plan, collector: collect.Collector) -> None:
-    """Every plan's batch, then the root's jobs, in one MULTI (pre-made batches exist before any job runs)."""
+def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable[[Any], None] | None = None) -> None:
+    """Every plan's batch, then the first jobs, in one MULTI (pre-made batches exist before any job runs);
+    ``also`` adds its own commands to that MULTI (a replacement's place in the batch it joins)."""
     now = time.time()
-    root.jids = list(collector.jids)
+    for plan in plans:
+        if len(plan.jids) > MAX_KEPT_RESULTS:
+            raise CanvasError(f"a group or chord header keeps at most {MAX_KEPT_RESULTS} results")
+    kids = {plan.bid: sum(1 for other in plans if other.parent == plan.bid) for plan in plans}
 
     def run(conn: Any) -> list[Any]:
         pipe = conn.pipeline(transaction=True)
-        for plan in [*plans, root]:
+        for plan in plans:
             head = keys.batch(plan.bid)
-            pipe.hset(head, mapping=plan.fields(now))
+            pipe.hset(head, mapping=plan.fields(now, kids[plan.bid]))
             list_batch(pipe, plan.bid, now)
             for start in range(0, len(plan.jids), CHUNK):
                 pipe.sadd(keys.batch_jids(plan.bid), *plan.jids[start:start + CHUNK])
                 pipe.rpush(keys.batch_order(plan.bid), *plan.jids[start:start + CHUNK])
             for key in (head, keys.batch_jids(plan.bid), keys.batch_order(plan.bid)):
                 pipe.expire(key, PENDING_TTL)
-        for queue, raws in collector.queued.items():
-            for start in range(0, len(raws), CHUNK):
-                pipe.lpush(keys.queue(queue), *raws[start:start + CHUNK])
-        if collector.scheduled:
-            pipe.zadd(keys.SCHEDULE, {raw: score for score, raw in collector.scheduled})
-        if collector.queued:
-            pipe.sadd(keys.QUEUES, *collector.queued)
-        if not root.jids:
-            from djwork import scripts
+        for collector in collectors:
+            for queue, raws in collector.queued.items():
+                for start in range(0, len(raws), CHUNK):
+                    pipe.lpush(keys.queue(queue), *raws[start:start + CHUNK])
+                pipe.sadd(keys.QUEUES, queue)
+            if collector.scheduled:
+                pipe.zadd(keys.SCHEDULE, {raw: score for score, raw in collector.scheduled})
+        for plan in plans:
+            if not plan.jids:
+                from djwork import scripts
 
-            # Nothing will end in it (an empty group or chord header): its events are decided now.
-            pipe.execute_command("EVAL", scripts.source("batch_check"), 1, keys.batch(root.bid))
+                # Nothing will end in it (an empty group or chord header): its events are decided now.
+                pipe.execute_command("EVAL", scripts.source("batch_check"), 1, keys.batch(plan.bid))
+        if also is not None:
+            also(pipe)
         return pipe.execute()
 
     # Not replayed after a send (a second MULTI would push every job twice); a failed dial is.
     redis_layer.run(run)
-
-
-def _links(plan: Plan, options: dict[str, Any], link_bid: str | None = None) -> None:
-    """``link`` as the plan's success callback (the result first), ``link_error`` as its death callback."""
-    link, errback = options.get("link"), options.get("link_error")
-    if link is not None:
-        _, head, spec = callback(link, "one", link_bid, plan.bid)
-        plan.callbacks["success"] = (head, spec)
-    if errback is not None:
-        _, head, spec = callback(errback, "status", None, plan.bid)
-        plan.callbacks["death"] = (head, spec)
-
-
-def _options(options: dict[str, Any], allowed: tuple[str, ...], where: str) -> dict[str, Any]:
-    unknown = set(options) - set(allowed)
-    if unknown:
-        raise CanvasError(f"{where}: unsupported option(s) {sorted(unknown)}")
-    return {key: as_signature(value, f"{where} {key}") for key, value in options.items() if value is not None}
-
-
-def apply_signature(sig: Signature) -> JobRef:
-    """One job; with links, the one member of a batch whose success/death callbacks they are."""
-    if not (sig.options.get("link") or sig.options.get("link_error")):
-        from djwork import client
-
-        payload, at = payload_of(sig)
-        return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
-                      ignored=not payload.get(PAYLOAD_FIELD))
-    root = Plan(new_bid(), f"canvas: {sig.task} with links")
-    _links(root, sig.options)
-    plain = Signature(sig.task, sig.args, sig.kwargs, {k: v for k, v in sig.options.items() if k not in LINK_OPTIONS})
-    collector = _collect(root.bid, [plain])
-    write([], root, collector)
-    # Its own record follows its own results flag, as a job without links: a ref that assumed one
-    # would read PENDING for ever when results are off (the links get the value through the batch).
-    raws = [raw for queued in collector.queued.values() for raw in queued] + [raw for _, raw in collector.scheduled]
-    stores = bool(raws) and bool(orjson.loads(raws[0]).get(PAYLOAD_FIELD))
-    return JobRef(collector.jids[0] if collector.jids else None, ignored=not stores)
-
-
-def apply_group(sigs: list[Signature]) -> GroupRef:
-    root = Plan(new_bid(), f"canvas: group of {len(sigs)}")
-    collector = _collect(root.bid, sigs)
-    write([], root, collector)
-    return GroupRef(root.bid, list(collector.jids))
-
-
-def apply_chord(header: list[Signature], body: Signature, options: dict[str, Any]) -> ChordRef:
-    options = {**{k: v for k, v in body.options.items() if k in LINK_OPTIONS and v is not None},
-               **_options(options, LINK_OPTIONS, "chord")}
-    root = Plan(new_bid(), f"canvas: chord header of {len(header)} -> {body.task}")
-    body_plan = Plan(new_bid(), f"canvas: chord body {body.task}", after=root.bid)
-    jid, head, spec = callback(body, "all", body_plan.bid, root.bid)
-    body_plan.jids = [jid]
-    root.callbacks["success"] = (head, spec)
-    _links(body_plan, options)
-    if options.get("link_error") is not None:  # a header member died: the errback runs, the body never
-        _, head, spec = callback(options["link_error"], "status", None, root.bid)
-        root.callbacks["death"] = (head, spec)
-    collector = _collect(root.bid, header)
-    write([body_plan], root, collector)
-    return ChordRef(root.bid, body_plan.bid, jid)
-
-
-def apply_chain(steps: list[Signature], options: dict[str, Any]) -> ChainRef:
-    options = _options(options, LINK_OPTIONS, "chain")
-    for step in steps:
-        if step.options.get("link"):
-            raise CanvasError(f"{step!r}: link= on a step inside a chain is not supported (the next step is its link)")
-    plans = [Plan(new_bid(), f"canvas: chain step {index + 1}/{len(steps)} {step.task}")
-             for index, step in enumerate(steps)]
-    jids = [""] * len(steps)
-    for index in range(len(steps) - 1, 0, -1):  # each step, as the success callback of the one before
-        jid, head, spec = callback(steps[index], "one", plans[index].bid, plans[index - 1].bid)
-        plans[index].jids = [jid]
-        plans[index].after = plans[index - 1].bid
-        plans[index - 1].callbacks["success"] = (head, spec)
-        jids[index] = jid
-    for index, (plan, step) in enumerate(zip(plans, steps, strict=True)):
-        errback = step.options.get("link_error") or options.get("link_error")
-        if errback is not None:
-            _, head, spec = callback(errback, "status", None, plan.bid)
-            plan.callbacks["death"] = (head, spec)
-        if index == len(steps) - 1 and options.get("link") is not None:
-            _links(plan, {"link": options["link"]})
-    first = Signature(steps[0].task, steps[0].args, steps[0].kwargs,
-                      {k: v for k, v in steps[0].options.items() if k not in LINK_OPTIONS})
-    collector = _collect(plans[0].bid, [first])
-    jids[0] = collector.jids[0] if collector.jids else ""
-    write(plans[1:], plans[0], collector)
-    return ChainRef([plan.bid for plan in plans], jids)
-
-
-def call_signature(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """``sig()``: the job run as a function in this process (Celery's ``add.s(2, 2)()``)."""
-    job = _resolve(name)
-    if job is None:
-        raise CanvasError(f"{name}: calling a signature runs its job in this process, "
-                          "and no djwork job of that name is registered here")
-    return job(*args, **kwargs)
-
-
-APPLY.update(signature=apply_signature, group=apply_group, chord=apply_chord, chain=apply_chain,
-             call=call_signature)

@@ -48,6 +48,37 @@ def _died(bid: str) -> list[str]:
     return sorted(value.decode() if isinstance(value, bytes) else str(value) for value in found)
 
 
+def failed_jid(bid: str) -> str | None:
+    """A job that died in this batch, looked for down its dead child batches (``b-<bid>`` members)."""
+    for _ in range(64):  # a canvas is never nested deeper; a loop of parents would not end otherwise
+        died = _died(bid)
+        if not died:
+            return None
+        jobs = [member for member in died if not member.startswith("b-")]
+        if jobs:
+            return jobs[0]
+        bid = died[0][2:]
+    return None
+
+
+def failure_of(bid: str) -> BaseException | None:
+    """The exception a job that died in this batch (or a nested one) raised, from its own result record
+    (a canvas's jobs keep one: plan.py), as ``AsyncResult.get()`` rebuilds it; None when there is none."""
+    from djwork.results import AsyncResult
+
+    jid = failed_jid(bid)
+    if jid is None:
+        return None
+    found = AsyncResult(jid).result  # the exception of a FAILURE or REVOKED record; None without a record
+    return found if isinstance(found, BaseException) else None
+
+
+def raise_failure(bid: str, fallback: CanvasError) -> None:
+    """Celery's ``propagate=True``: the failed task's own exception; ``fallback`` when it left no record."""
+    error = failure_of(bid)
+    raise error if error is not None else fallback
+
+
 def _wait(bids: list[str], done: str, failing: list[str], timeout: float | None, what: str) -> str | None:
     """Wait until batch ``done`` fired success (returns None) or one of ``failing`` fired death (returns its bid)."""
     deadline = None if timeout is None else time.monotonic() + timeout
@@ -111,40 +142,54 @@ class GroupRef:
         """The results in order, once every member succeeded; a member's death raises CanvasError."""
         died = _wait([self.bid], self.bid, [self.bid] if propagate else [], timeout, f"group {self.bid}")
         if died is not None:
-            raise CanvasError(f"group {self.bid}: job(s) {_died(died)} died")
+            raise_failure(died, CanvasError(f"group {self.bid}: job(s) {_died(died)} died"))
         return results_of(self.bid)
 
     join = get
 
+    def save(self) -> GroupRef:
+        """Keep this group's ids for RESULT_TTL, so ``GroupResult.restore(id)`` finds it in any process (Celery's)."""
+        from djwork.conf import get_config
 
-class ChordRef:
-    """A chord: ``.get()`` returns the body's result (it is the one member of the body's batch)."""
+        value = orjson.dumps({"bid": self.bid, "jids": self.jids})
+        ttl = get_config().result_ttl
+        redis_layer.run(lambda conn: conn.set(keys.saved_group(self.id), value, ex=ttl), idempotent=True)
+        return self
 
-    def __init__(self, header_bid: str, body_bid: str, body_jid: str) -> None:
-        self.header = GroupRef(header_bid, [])
-        self.body_bid = body_bid
-        self.id = self.jid = body_jid
+    @classmethod
+    def restore(cls, group_id: str) -> GroupRef | None:
+        """The group saved under ``group_id`` (None when never saved, or expired)."""
+        raw = redis_layer.run(lambda conn: conn.get(keys.saved_group(group_id)), idempotent=True)
+        if raw is None:
+            return None
+        found = orjson.loads(raw)
+        return cls(found["bid"], list(found["jids"]))
 
-    def __repr__(self) -> str:
-        return f"<ChordRef header {self.header.bid} body {self.body_bid}>"
+    def forget(self) -> None:
+        redis_layer.run(lambda conn: conn.delete(keys.saved_group(self.id)), idempotent=True)
 
-    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
-        """The body's return value; ChordError when a header member died (then the body never runs)."""
-        bids = [self.header.bid, self.body_bid]
-        died = _wait(bids, self.body_bid, bids if propagate else [], timeout, f"chord {self.header.bid}")
-        if died == self.header.bid:
-            raise ChordError(f"chord {self.header.bid}: header job(s) {_died(died)} died; the body did not run")
-        if died is not None:
-            raise CanvasError(f"chord {self.header.bid}: its body {self.id} died")
-        return results_of(self.body_bid)[0]
+    def __len__(self) -> int:
+        return len(self.jids)
+
+    @property
+    def results(self) -> list[Any]:
+        """Each member task's ``AsyncResult`` (a nested canvas member is left out: it has no one id)."""
+        from djwork.results import AsyncResult
+
+        return [AsyncResult(jid) for jid in self.jids if not jid.startswith("b-")]
+
+    def __iter__(self) -> Any:
+        return iter(self.results)
 
 
 class ChainRef:
-    """A chain: ``.get()`` returns the last step's result (each step is the one member of its batch)."""
+    """A chain: ``.get()`` returns the last step's result (a task step is the one member of its batch,
+    a group step is the group's batch: its results in order)."""
 
-    def __init__(self, bids: list[str], jids: list[str]) -> None:
+    def __init__(self, bids: list[str], jids: list[str], last_kind: str = "one") -> None:
         self.bids = bids
         self.jids = jids
+        self.last_kind = last_kind
         self.id = self.jid = jids[-1]
 
     def __repr__(self) -> str:
@@ -155,12 +200,57 @@ class ChainRef:
         """The chain up to the step before the last (its ``.get()`` is that step's result); None for the first."""
         if len(self.bids) < 2:
             return None
-        return ChainRef(self.bids[:-1], self.jids[:-1])
+        return ChainRef(self.bids[:-1], self.jids[:-1], "one" if self.jids[-2] != self.bids[-2] else "all")
+
+    def ready(self) -> bool:
+        exists, success, _death = _claims([self.bids[-1]])[0]
+        return success or not exists or any(claim[2] for claim in _claims(self.bids))
+
+    @property
+    def state(self) -> str:
+        """The last task's state (Celery's AsyncResult of a chain is its last task's): canvas jobs keep a record."""
+        from djwork.results import AsyncResult
+
+        return AsyncResult(self.id).state
+
+    status = state
+
+    def successful(self) -> bool:
+        return self.state == "SUCCESS"
+
+    def failed(self) -> bool:
+        return any(claim[2] for claim in _claims(self.bids))
 
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
-        """The last step's return value; a step's death raises CanvasError (the steps after it never run)."""
+        """The last step's return value; a step's death re-raises its exception (the steps after it never run)."""
         died = _wait(self.bids, self.bids[-1], self.bids if propagate else [], timeout, f"chain {self.id}")
         if died is not None:
             step = self.bids.index(died) + 1
-            raise CanvasError(f"chain {self.id}: step {step} ({self.jids[step - 1]}) died; the rest did not run")
-        return results_of(self.bids[-1])[0]
+            raise_failure(died, CanvasError(f"chain {self.id}: step {step} ({self.jids[step - 1]}) died; "
+                                            "the rest did not run"))
+        results = results_of(self.bids[-1])
+        return results if self.last_kind == "all" else results[0]
+
+
+class ChordRef(ChainRef):
+    """A chord (the chain of its header's group and its body): ``.get()`` returns the body's result."""
+
+    def __init__(self, chained: ChainRef) -> None:
+        super().__init__(chained.bids, chained.jids, chained.last_kind)
+        self.header = GroupRef(chained.bids[0], [])
+        self.body_bid = chained.bids[-1]
+
+    def __repr__(self) -> str:
+        return f"<ChordRef header {self.header.bid} body {self.body_bid}>"
+
+    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
+        """The body's return value; a header member's death re-raises its exception (the body never runs),
+        or raises ChordError when it left no record."""
+        died = _wait(self.bids, self.bids[-1], self.bids if propagate else [], timeout, f"chord {self.header.bid}")
+        if died == self.header.bid:
+            raise_failure(died, ChordError(f"chord {self.header.bid}: header job(s) {_died(died)} died; "
+                                           "the body did not run"))
+        if died is not None:
+            raise_failure(died, CanvasError(f"chord {self.header.bid}: its body {self.id} died"))
+        results = results_of(self.bids[-1])
+        return results if self.last_kind == "all" else results[0]

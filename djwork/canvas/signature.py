@@ -44,7 +44,7 @@ class ChordError(CanvasError):
     """A chord's header lost a member (it died): the body did not run (Celery's ChordError)."""
 
 
-def _name(task: Any) -> str:
+def task_name(task: Any) -> str:
     name = getattr(task, "name", task)
     if not isinstance(name, str) or not name:
         raise CanvasError(f"a signature names a djwork job (or its dotted name), not {task!r}")
@@ -65,7 +65,7 @@ class Signature(dict):
     def __init__(self, task: Any, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                  options: dict[str, Any] | None = None, immutable: bool = False,
                  subtask_type: str | None = None) -> None:
-        super().__init__(task=_name(task), args=list(args or ()), kwargs=dict(kwargs or {}), options={},
+        super().__init__(task=task_name(task), args=list(args or ()), kwargs=dict(kwargs or {}), options={},
                          immutable=bool(immutable), subtask_type=subtask_type)
         self.set(**(options or {}))
 
@@ -77,9 +77,17 @@ class Signature(dict):
     def args(self) -> list[Any]:
         return self["args"]
 
+    @args.setter
+    def args(self, value: Iterable[Any]) -> None:  # Celery's `sig.args = (...)`: kept a list, as JSON has it
+        self["args"] = list(value)
+
     @property
     def kwargs(self) -> dict[str, Any]:
         return self["kwargs"]
+
+    @kwargs.setter
+    def kwargs(self, value: dict[str, Any]) -> None:
+        self["kwargs"] = dict(value)
 
     @property
     def options(self) -> dict[str, Any]:
@@ -97,6 +105,8 @@ class Signature(dict):
         """Set enqueue options (``queue``, ``countdown``, ...) or links; returns the signature (Celery's)."""
         if "task_id" in options:  # Celery's name for the job's id
             options["jid"] = options.pop("task_id")
+        if "immutable" in options:  # Celery's set(immutable=True): the flag, not an enqueue option
+            self["immutable"] = bool(options.pop("immutable"))
         unknown = set(options) - set(ENQUEUE_OPTIONS) - set(LINK_OPTIONS)
         if unknown:
             raise CanvasError(f"{self.task}: unknown signature option(s) {sorted(unknown)}")
@@ -141,8 +151,23 @@ class Signature(dict):
                          self["subtask_type"])
         return copy.set(**options)
 
+    @property
+    def id(self) -> str | None:
+        """The jid it will run as, once ``freeze()`` (or ``set(task_id=)``) reserved one."""
+        return self.options.get("jid")
+
     def freeze(self) -> Signature:
+        """Reserve its id now (Celery's ``freeze().id``): the job, when sent, runs with that jid."""
+        if not self.options.get("jid"):
+            from djwork.payload import new_jid
+
+            self.options["jid"] = new_jid()
         return self
+
+    def apply(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
+              **options: Any) -> Any:
+        """Run it now, in this process (Celery's eager ``apply``): an ``EagerResult``."""
+        return apply("eager", self.clone(args, kwargs, **options))  # link=, link_error= run after it
 
     def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                     **options: Any) -> Any:
@@ -163,7 +188,7 @@ class Signature(dict):
         return self.apply_async().get()
 
     def __or__(self, other: Any) -> Any:
-        return chain(self, other)
+        return apply("pipe", self, other)  # a chain (djwork/canvas/shapes.py fills it)
 
 
 def signature(value: Any, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
@@ -176,154 +201,3 @@ def signature(value: Any, args: Iterable[Any] | None = None, kwargs: dict[str, A
         return Signature(value["task"], value.get("args"), value.get("kwargs"), value.get("options"),
                          bool(value.get("immutable")))
     return Signature(value, args, kwargs, options, immutable)
-
-
-def _steps(items: tuple[Any, ...]) -> list[Any]:
-    if len(items) == 1 and not isinstance(items[0], dict) and isinstance(items[0], Iterable):
-        items = tuple(items[0])
-    return list(items)
-
-
-class chain:
-    """``chain(a.s(1), b.s(), c.s())`` or ``a.s(1) | b.s() | c.s()``: each result is the next step's first argument."""
-
-    def __init__(self, *tasks: Any, **options: Any) -> None:
-        self.tasks: list[Signature] = []
-        for task in _steps(tasks):
-            if isinstance(task, chain):
-                self.tasks.extend(task.tasks)
-            else:
-                self.tasks.append(as_signature(task, "chain"))
-        self.options: dict[str, Any] = {}
-        self.set(**options)
-
-    def set(self, **options: Any) -> chain:
-        unknown = set(options) - set(LINK_OPTIONS)
-        if unknown:
-            raise CanvasError(f"chain options are link and link_error only; set {sorted(unknown)} on its steps")
-        self.options.update({key: as_signature(value, f"chain {key}") for key, value in options.items()})
-        return self
-
-    def on_error(self, errback: Any) -> chain:
-        return self.set(link_error=errback)
-
-    def __repr__(self) -> str:
-        return " | ".join(map(repr, self.tasks))
-
-    def __or__(self, other: Any) -> Any:
-        if isinstance(other, group):
-            raise CanvasError("a group after a chain is not supported; chord(header)(body) is")
-        return chain(*self.tasks, other, **self.options)
-
-    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
-                    **options: Any) -> Any:
-        if not self.tasks:
-            raise CanvasError("an empty chain has nothing to run")
-        first = self.tasks[0].clone(args, kwargs)
-        return apply("chain", [first, *self.tasks[1:]], {**self.options, **options})
-
-    def delay(self, *args: Any, **kwargs: Any) -> Any:
-        return self.apply_async(args, kwargs)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Send it (Celery's ``chain(...)()``); arguments go before the first step's own (a partial chain)."""
-        return self.apply_async(args, kwargs)
-
-
-class group:
-    """``group(add.s(1, 1), add.s(2, 2))``: a batch; ``.get()`` returns the results in order."""
-
-    def __init__(self, *tasks: Any) -> None:
-        self.tasks = [as_signature(task, "group") for task in _steps(tasks)]
-
-    def __repr__(self) -> str:
-        return f"group({self.tasks!r})"
-
-    def __or__(self, other: Any) -> Any:
-        return chord(self.tasks, other)  # Celery upgrades group | task to a chord
-
-    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
-                    **options: Any) -> Any:
-        if options:
-            raise CanvasError(f"group options {sorted(options)}: set options on its signatures")
-        return apply("group", [task.clone(args, kwargs) for task in self.tasks])
-
-    def delay(self, *args: Any, **kwargs: Any) -> Any:
-        return self.apply_async(args, kwargs)
-
-    def __call__(self, *args: Any, **options: Any) -> Any:
-        """Send it (Celery's ``group(...)()``); arguments go before each member's own."""
-        return self.apply_async(args, **options)
-
-    def skew(self, start: float = 1.0, stop: float | None = None, step: float = 1.0) -> group:
-        """Member *i* gets ``countdown=start + i * step``, held at ``stop`` once it is reached (Celery's)."""
-        countdown = float(start)
-        for task in self.tasks:
-            task.set(countdown=countdown)
-            if stop is None or countdown + step <= stop:
-                countdown += step
-        return self
-
-    def link(self, callback: Any) -> Any:
-        raise CanvasError("a callback after a whole group is a chord: chord(group)(callback), or group | callback")
-
-    def link_error(self, errback: Any) -> Any:
-        raise CanvasError("a group takes no errback of its own: set link_error on each member's signature, "
-                          "or use a chord and its on_error()")
-
-
-class chord:
-    """``chord(header)(body)``: the body runs once, with every header result in order, when all succeeded."""
-
-    def __init__(self, header: Any, body: Any = None, **options: Any) -> None:
-        self.header = group(header).tasks if not isinstance(header, group) else header.tasks
-        self.body = as_signature(body, "chord body") if body is not None else None
-        self.options: dict[str, Any] = {}
-        self.set(**options)
-
-    def set(self, **options: Any) -> chord:
-        unknown = set(options) - set(LINK_OPTIONS)
-        if unknown:
-            raise CanvasError(f"chord options are link and link_error only, not {sorted(unknown)}")
-        self.options.update({key: as_signature(value, f"chord {key}") for key, value in options.items()})
-        return self
-
-    def on_error(self, errback: Any) -> chord:
-        return self.set(link_error=errback)
-
-    def __call__(self, body: Any = None, **options: Any) -> Any:
-        return chord(self.header, body if body is not None else self.body, **self.options).apply_async(**options)
-
-    def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
-                    **options: Any) -> Any:
-        if self.body is None:
-            raise CanvasError("a chord needs a body: chord(header)(body)")
-        return apply("chord", [task.clone(args, kwargs) for task in self.header], self.body,
-                     {**self.options, **options})
-
-    def delay(self, *args: Any, **kwargs: Any) -> Any:
-        return self.apply_async(args, kwargs)
-
-
-class chunks:
-    """``task.chunks(items, n)``: ``len(items)/n`` jobs, each calling the task on ``n`` argument tuples."""
-
-    def __init__(self, task: Any, items: Iterable[Any], n: int) -> None:
-        if not isinstance(n, int) or n < 1:
-            raise CanvasError(f"chunks: n must be a positive integer, got {n!r}")
-        self.task = _name(task)
-        self.items = [list(item) for item in items]
-        self.n = n
-
-    def group(self) -> group:
-        return group(*(Signature(XSTARMAP, [self.task, self.items[start:start + self.n]])
-                       for start in range(0, len(self.items), self.n)))
-
-    def apply_async(self, **options: Any) -> Any:
-        return self.group().apply_async(**options)
-
-    def delay(self) -> Any:
-        return self.apply_async()
-
-    def __call__(self) -> Any:
-        return self.apply_async()

@@ -8,7 +8,7 @@ periodic job carries ``djwork_periodic``: its entry and slot, and on a
 no-overlap entry its running lock and the lock's TTL. That lock is also
 listed in the job's ``djwork_locks`` (djwork/job_locks.py), which the worker
 releases, owner-checked, in the Lua step of the ack or the death that ends
-the job (``djwork.cron.locks`` has the retake and the deferred release).
+the job (``djwork.cron.locks`` has the retake).
 """
 
 from __future__ import annotations

@@ -49,10 +49,6 @@ class Clock:
             raise ValueError("a dict whose 'speed' is > 0")
         return cls(**numbers)
 
-    @property
-    def real(self) -> bool:
-        return self.speed == 1.0 and self.start in (None, self.origin)
-
     def simulated(self, real_seconds: float) -> float:
         """Simulated epoch seconds at real (Redis) epoch ``real_seconds``."""
         start = self.origin if self.start is None else self.start

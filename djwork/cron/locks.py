@@ -13,17 +13,15 @@ the run before it). The payload also says how long the lock is held::
                         "lock": "djwork:periodic-running:<id>", "lock_ttl": 86400.0},
     "djwork_locks": ["djwork:periodic-running:<id>"]
 
-This module reads that field; ``retake`` renews the locks of jobs that go on
-(``lua/periodic_retake.lua``: for a retry's wait, or after orphan recovery),
-``release`` frees them (``lua/periodic_release.lua``), and
-``DeferredReleases`` keeps a release that failed while Redis was away and
-retries it on later beats.
+This module reads that field, and ``retake`` renews the locks of jobs that go
+on (``lua/periodic_retake.lua``: for a retry's wait, or after orphan
+recovery). Releases ride the Lua steps that end a job; an operator's
+release by hand (djwork.api.Periodic) runs ``lua/periodic_release.lua``.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -36,7 +34,6 @@ logger = logging.getLogger("djwork.periodic")
 MARKER = "djwork_periodic"
 RELEASE_SCRIPT = "periodic_release"
 RETAKE_SCRIPT = "periodic_retake"
-PENDING_LIMIT = 10_000
 DEFAULT_TTL_MS = 24 * 3600 * 1000
 
 
@@ -80,18 +77,6 @@ def jid_of(payload: Mapping[str, Any] | str | bytes) -> str:
     return jid if isinstance(jid, str) else ""
 
 
-def release(pairs: Iterable[tuple[str, str]]) -> int:
-    """Compare-and-delete each (lock, jid) in one script call; returns how many were released. Raises on failure.
-
-    Safe to replay: a lock already released is no longer held by the jid.
-    """
-    pairs = list(pairs)
-    if not pairs:
-        return 0
-    return int(redis_layer.run(lambda conn: scripts.evaluate(
-        conn, RELEASE_SCRIPT, [lock for lock, _jid in pairs], [jid for _lock, jid in pairs]), idempotent=True))
-
-
 def retake(payloads: Iterable[Mapping[str, Any] | str | bytes], extra_ms: int = 0) -> dict[str, str]:
     """Retake the lock of each payload that holds one, with its TTL plus ``extra_ms``; one script call.
 
@@ -119,62 +104,3 @@ def retake(payloads: Iterable[Mapping[str, Any] | str | bytes], extra_ms: int = 
             logger.warning("djwork periodic: %s is held by %s, not by the run pushed back: the two may overlap "
                            "(the lock lapsed before its run came back: raise the entry's lock_ttl)", lock, holder)
     return taken_by_others
-
-
-class DeferredReleases:
-    """Lock releases that failed (Redis away) kept in memory and retried, e.g. on every heartbeat.
-
-    ``release(lock, jid)`` tries once; a failure keeps the pair for ``retry()``.
-    A kept release that lands late is still right: it deletes the lock only
-    if that jid holds it. Bounded: past PENDING_LIMIT the oldest pairs are
-    dropped, with an ERROR (their locks then lapse after their TTL).
-    """
-
-    def __init__(self, limit: int = PENDING_LIMIT) -> None:
-        self.limit = limit
-        self._pending: dict[tuple[str, str], None] = {}
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def release(self, lock: str, jid: str) -> bool:
-        """Release now; True if it ran (released or no longer ours), False if kept for a later retry."""
-        try:
-            release([(lock, jid)])
-            return True
-        except Exception as error:
-            logger.warning("djwork periodic: releasing %s for %s failed (%s); retrying on the next beats",
-                           lock, jid, error)
-            self.defer(lock, jid)
-            return False
-
-    def release_payload(self, payload: Mapping[str, Any] | str | bytes) -> bool:
-        """``release`` for the lock a job's payload holds; True when it holds none."""
-        lock = running_lock_of(payload)
-        return True if lock is None else self.release(lock, jid_of(payload))
-
-    def defer(self, lock: str, jid: str) -> None:
-        with self._lock:
-            self._pending[(lock, jid)] = None
-            while len(self._pending) > self.limit:
-                dropped = next(iter(self._pending))
-                del self._pending[dropped]
-                logger.error("djwork periodic: dropped the deferred release of %s for %s (more than %d pending); "
-                             "the lock lapses after its TTL", dropped[0], dropped[1], self.limit)
-
-    def retry(self) -> int:
-        """Send every pending release in one call; returns how many were sent (0 when none or Redis still away)."""
-        with self._lock:
-            pairs = list(self._pending)
-        if not pairs:
-            return 0
-        try:
-            release(pairs)
-        except Exception as error:
-            logger.warning("djwork periodic: %d deferred lock release(s) still failing: %s", len(pairs), error)
-            return 0
-        with self._lock:
-            for pair in pairs:
-                self._pending.pop(pair, None)
-        return len(pairs)

@@ -10,8 +10,9 @@
 
 Sidekiq's ``Sidekiq::Testing.fake!``/``inline!`` and Celery's ``task_always_eager``
 (``DJWORK["ALWAYS_EAGER"]`` runs the same inline runner, registered below).
-Pushes are intercepted in djwork.client after the argument checks and the
-client middleware, where the Redis write would be: a call refused for real
+Pushes are intercepted by a push hook (djwork.push_intercept, listed in
+djwork/push_hooks.py) after the argument checks and the client middleware,
+where the Redis write would be: a call refused for real
 is refused here too. What differs from a real worker: docs/testing.md.
 """
 

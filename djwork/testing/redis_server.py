@@ -216,10 +216,6 @@ class RedisServer:
             self.process.wait(5)
         self.process = None
 
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
 
 def main() -> None:  # pragma: no cover - used by ./dev
     """``python -m djwork.testing.redis_server DIR``: run in the foreground, print the URL."""

@@ -57,8 +57,8 @@ class UnitOfWork:
     processed: int = 0
     failed: int = 0
     expired: int = 0
-    # Time limits (execution.py): the job ran past its hard limit and the watchdog settled it; the Manager's
-    # callback frees its slot then, so the processor thread that ran it settles nothing more.
+    # Time limits (time_limits.py, TimeLimits): the job ran past its hard limit and the watchdog settled it;
+    # the Manager's callback frees its slot then, so the processor thread that ran it settles nothing more.
     timed_out: bool = False
     on_time_out: Callable[[UnitOfWork, int], None] | None = None  # (unit, the abandoned thread's ident)
 

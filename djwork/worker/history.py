@@ -21,6 +21,7 @@ import orjson
 from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.worker.component import PeriodicComponent
+from djwork.worker.run_hooks import JobRun, RunHook
 
 logger = logging.getLogger("djwork.history")
 
@@ -95,3 +96,14 @@ def append(conn: Any, identity: str, max_length: int, runs: list[Any]) -> int:
         chunk = runs[start:start + CHUNK]
         args += (len(chunk), orjson.dumps(chunk))
     return scripts.evaluate(conn, "history_append", [keys.HISTORY], args)
+
+
+class RunHistory(RunHook):
+    """Every run's ending, a drop's too, as one buffered history entry."""
+
+    def __init__(self, recorder: HistoryRecorder) -> None:
+        self.recorder = recorder
+
+    def after(self, run: JobRun, error: BaseException | None) -> None:
+        self.recorder.record(run.jid, run.class_name, run.unit.queue, run.status, run.started, run.elapsed_ms,
+                             run.error_class, run.error_message)

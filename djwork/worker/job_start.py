@@ -21,6 +21,7 @@ import orjson
 
 from djwork import keys, result_record, scripts
 from djwork import redis as redis_layer
+from djwork.worker.run_hooks import JobRun, RunHook
 
 if TYPE_CHECKING:
     from djwork.conf import Config
@@ -54,3 +55,23 @@ def mark_started(jid: str, identity: str, config: Config) -> None:
     except Exception as error:
         logger.warning("djwork: recording STARTED for job %s failed (it runs anyway): %s", jid, error,
                        extra={"jid": jid})
+
+
+class TrackStarted(RunHook):
+    """STARTED written just before the body of a job that asked for it (after a limiter let it in)."""
+
+    blocking = True  # a round trip of its own
+
+    def __init__(self, config: Config, identity: str) -> None:
+        self.config = config
+        self.identity = identity
+
+    def joins(self, target: Any, config: Config) -> bool | tuple[str, ...]:
+        flag = getattr(target, "track_started", False)  # a Django task has none: its backend writes RUNNING
+        if flag is None:
+            flag = config.track_started
+        return (result_record.PAYLOAD_FIELD,) if flag is True else False
+
+    def before(self, run: JobRun) -> None:
+        if result_record.wants_result(run.payload):
+            mark_started(run.jid, self.identity, self.config)

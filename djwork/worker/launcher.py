@@ -42,6 +42,7 @@ from djwork.worker.fetch import Fetcher, IsolationGate
 from djwork.worker.health import WorkerProbes, health_server
 from djwork.worker.heartbeat import Heartbeat
 from djwork.worker.history import HistoryRecorder
+from djwork.worker.installed_hooks import installed_hooks
 from djwork.worker.key_guard import KeyGuard
 from djwork.worker.leader import Leader
 from djwork.worker.manager import Manager
@@ -97,8 +98,8 @@ class Launcher:
         self.time_limits = TimeLimitWatchdog()
         self.recycle_on_time_limit = False
         self.recycle_requested = False
-        executor = Executor(config, self.identity, self.history, self.work, self.metrics, self.time_limits,
-                            self._after_time_out)
+        executor = Executor(config, self.identity, self.work, installed_hooks(
+            config, self.identity, self.history, self.metrics, self.time_limits, self._after_time_out))
         # One event loop thread for every capsule's coroutine jobs (docs/performance.md, I/O-bound jobs).
         self.coroutines = Coroutines()
         executor.coroutines_enabled = True

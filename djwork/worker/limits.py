@@ -21,12 +21,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from djwork import keys
+from djwork import redis as redis_layer
 from djwork.conf import Config
 from djwork.dead import ScriptCall
 from djwork.key_guard import quarantine_culprits
 from djwork.key_types import WrongTypeKey
 from djwork.limiter import OverLimit, record_rescheduled
 from djwork.payload import dumps
+from djwork.worker.run_hooks import RESCHEDULED, JobRun, RunHook
 
 logger = logging.getLogger("djwork.worker")
 
@@ -114,3 +116,44 @@ def count_rescheduled(name: str) -> None:
         record_rescheduled(name)
     except Exception as error:  # a statistic: never worth failing the reschedule over
         logger.warning("djwork: could not count a reschedule of limiter %s: %s", name, error)
+
+
+class LimiterAdmission(RunHook):
+    """A job's ``limits=`` around its body (outside the server middleware: a wait for a slot must not sit
+    inside a transaction or a span a middleware opened), and a refusal sent back to wait, for every job
+    (a limiter used inside the body refuses too)."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    def wraps(self, target: Any) -> bool:
+        return bool(getattr(target, "limits", ()))
+
+    def around(self, run: JobRun, call_next: Callable[[], Any]) -> Any:
+        return run_within(run.target.limits, run.jid, call_next)
+
+    def take_failure(self, run: JobRun, error: BaseException) -> bool:
+        """Back to `schedule` at the limiter's retry_after; False once the cap is spent (the retry path)."""
+        if not isinstance(error, OverLimit):
+            return False
+        payload, jid, unit = run.payload, run.jid, run.unit
+        cap = reschedule_cap(error, getattr(run.target, "limits", ()), self.config)
+        decided = rescheduled_payload(payload, error, cap)
+        if decided is None:
+            logger.warning("djwork: job %s was refused by limiter %s %d times; taking the retry path", jid,
+                           error.name, cap)
+            return False
+        new_payload, score = decided
+        run.status, run.error_class, run.error_message = RESCHEDULED, "djwork.limiter.OverLimit", str(error)
+        if self.config.log_jobs:
+            logger.info("rescheduled jid=%s class=%s limiter=%s in=%.3fs overrated=%d", jid, run.class_name,
+                        error.name, score - time.time(), new_payload["overrated"],
+                        extra={"jid": jid, "job_class": run.class_name, "queue": unit.queue,
+                               "event": "rescheduled"})
+        if run.acks.abandoned:
+            return True  # pushed back at the shutdown deadline already
+        call = reschedule_call(unit.in_progress_key or keys.queue(unit.queue), unit.raw, new_payload, score, jid,
+                               bool(unit.in_progress_key))
+        redis_layer.run(call.evaluate, idempotent=True)
+        count_rescheduled(error.name)
+        return True

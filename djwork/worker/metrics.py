@@ -26,6 +26,8 @@ from typing import Any
 
 from djwork import keys
 from djwork.metrics_layout import BUCKET_BOUNDS, BUCKETS, histogram_increments
+from djwork.worker.run_hooks import OK, JobRun, RunHook
+from djwork.worker.run_hooks import RESCHEDULED as RESCHEDULED_RUN
 
 RESCHEDULED = "rescheduled"  # an event's outcome in place of ``failed``: see record_rescheduled
 
@@ -44,7 +46,7 @@ class Window:
 
 
 class ExecutionMetrics:
-    """Shared by every processor thread of a process (through the Executor) and its Heartbeat."""
+    """Shared by every processor thread of a process (through its run hook) and its Heartbeat."""
 
     def __init__(self) -> None:
         self._events: deque[tuple[Any, float, bool | str]] = deque()
@@ -130,3 +132,21 @@ def queue_writes(pipe: Any, window: Window, now: dt.datetime) -> None:
         for index, value in enumerate(counts):
             if value:
                 pipe.hincrby(keys.METRICS_HISTOGRAM_TOTALS, f"{class_name}|{index}", value)
+
+
+class ExecutionMetricsHook(RunHook):
+    """Every run of a known class into ``ExecutionMetrics``: a success with its time, a failure, a reschedule."""
+
+    def __init__(self, metrics: ExecutionMetrics) -> None:
+        self.metrics = metrics
+
+    def after(self, run: JobRun, error: BaseException | None) -> None:
+        if run.target is None:  # an unknown class or an invalid payload ran nothing to measure
+            return
+        name = run.payload.get("wrapped") or run.class_name
+        if run.status == OK:
+            self.metrics.record(name, run.elapsed_ms, False)
+        elif run.status == RESCHEDULED_RUN:  # neither a run nor a failure: its own count (docs/metrics.md)
+            self.metrics.record_rescheduled(name)
+        elif error is not None:
+            self.metrics.record(name, run.elapsed_ms, True)

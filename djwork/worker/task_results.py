@@ -16,7 +16,8 @@ from django.utils import timezone
 from djwork import keys
 from djwork import redis as redis_layer
 from djwork.conf import get_config
-from djwork.tasks_compat import TaskResult, task_finished, task_started
+from djwork.tasks_compat import Task, TaskContext, TaskResult, task_finished, task_started
+from djwork.worker.run_hooks import RAN, JobRun, RunHook
 
 logger = logging.getLogger("djwork.tasks")
 
@@ -106,3 +107,37 @@ def _backend_class() -> type:
     from djwork.tasks_backend import DjworkBackend
 
     return DjworkBackend
+
+
+class DjangoTaskResults(RunHook):
+    """A Django task's record through its run: RUNNING before its body, then SUCCESSFUL or FAILED."""
+
+    blocking = True  # read-modify-writes of the record
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+
+    def joins(self, target: Any, config: Any) -> bool | tuple[str, ...]:
+        # A djwork job pushed through the Tasks backend carries ``djwork_task``.
+        return True if isinstance(target, Task) else ("djwork_task",)
+
+    def before(self, run: JobRun) -> None:
+        target = run.target
+        if not isinstance(target, Task):
+            return
+        payload = run.payload
+        kwargs = payload.get("kwargs") or {}
+        task_result = started(run.jid, self.identity, target, payload.get("args") or [],
+                              kwargs if isinstance(kwargs, dict) else {})
+        if target.takes_context:
+            run.leading_args = (TaskContext(task_result=task_result),)
+
+    def after(self, run: JobRun, error: BaseException | None) -> None:
+        if run.target is None or run.status not in RAN:
+            return
+        if not isinstance(run.target, Task) and not run.payload.get("djwork_task"):
+            return
+        if error is None:
+            finished(run.jid, self.identity, result=run.result)
+        else:
+            finished(run.jid, self.identity, error=error)

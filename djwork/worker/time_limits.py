@@ -26,11 +26,16 @@ import ctypes
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from djwork.worker.async_limits import is_coroutine_job, with_soft_limit
 from djwork.worker.component import JOIN_TIMEOUT, safe_thread
+from djwork.worker.run_hooks import JobRun, RunHook
+
+if TYPE_CHECKING:
+    from djwork.conf import Config
 
 logger = logging.getLogger("djwork.worker")
 
@@ -178,3 +183,74 @@ class TimeLimitWatchdog:
                     watch.on_hard()
                 except Exception:
                     logger.exception("djwork: settling a job past its time limit failed")
+
+
+class TimeLimits(RunHook):
+    """A run's soft and hard limits (docs/celery.md, Time limits): its ``Watch`` around the body.
+
+    At the hard limit the watchdog's thread files the job as failed (``Executor.abandon``) and frees
+    its slot; the body's own late finish then settles nothing (``unit.timed_out``).
+    """
+
+    def __init__(self, config: Config, watchdog: TimeLimitWatchdog,
+                 after_time_out: Callable[[], None] | None = None) -> None:
+        self.soft_default, self.hard_default = config.soft_time_limit, config.time_limit
+        self.watchdog = watchdog
+        # What the process does once a job past its hard limit is filed (a swarm child has itself replaced).
+        self.after_time_out = after_time_out
+        self.executor: Any = None
+
+    def attach(self, executor: Any) -> None:
+        self.executor = executor
+
+    def joins(self, target: Any, config: Config) -> bool | tuple[str, ...]:
+        # Every run when a setting gives a default; else only the runs whose payload sets a limit.
+        return self.soft_default is not None or self.hard_default is not None or ("time_limit", "soft_time_limit")
+
+    def around(self, run: JobRun, call_next: Callable[[], Any]) -> Any:
+        soft, hard = job_limits(run.payload, self.soft_default, self.hard_default)
+        if soft is None and hard is None:
+            return call_next()
+        if soft is not None and is_coroutine_job(run.target):
+            # A coroutine job's soft limit is its event loop's (async_limits.py), not an async exception.
+            run.wrap_awaitable = lambda coroutine: with_soft_limit(coroutine, soft)
+            soft = None
+        thread = threading.get_ident()
+        watch = self.watchdog.watch(soft, hard, lambda: self._time_out(run, hard, thread))
+        try:
+            with watch:
+                return call_next()
+        finally:
+            if watch.expired:
+                # Filed already, by the watchdog at the hard limit, and its slot given to another thread.
+                run.unit.timed_out = True
+                late = time.perf_counter() - run.clock - (hard or 0.0)
+                logger.warning("djwork: job %s (%s) finished %.1fs after its time limit; it was already filed as "
+                               "failed, nothing more is done", run.jid, run.class_name, late,
+                               extra={"jid": run.jid, "job_class": run.class_name, "queue": run.unit.queue})
+
+    def allows_loop(self, run: JobRun) -> bool:
+        # A coroutine job with a hard limit runs on a thread, where the watchdog can abandon it.
+        return job_limits(run.payload, None, self.hard_default)[1] is None
+
+    async def around_async(self, run: JobRun, call_next: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        soft = job_limits(run.payload, self.soft_default, None)[0]
+        return await (call_next() if soft is None else with_soft_limit(call_next(), soft))
+
+    def _time_out(self, run: JobRun, limit: float | None, thread: int) -> None:
+        """On the watchdog's thread, at the hard limit: file the job as failed and free its slot."""
+        unit = run.unit
+        unit.timed_out = True
+        error = TimeLimitExceeded(f"{run.class_name} ran past its time_limit of {limit:g}s")
+        logger.error("djwork: job %s (%s) exceeded its time limit of %gs; filing it as failed and abandoning its "
+                     "thread", run.jid, run.class_name, limit, extra={"jid": run.jid, "job_class": run.class_name,
+                                                                     "queue": unit.queue})
+        try:
+            self.executor.abandon(run, error)
+        finally:
+            # The slot is freed even if filing failed: the job then stays on the in-progress list, where the
+            # shutdown requeue (or orphan recovery) finds it.
+            if unit.on_time_out is not None:
+                unit.on_time_out(unit, thread)
+            if self.after_time_out is not None:
+                self.after_time_out()

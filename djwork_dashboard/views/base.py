@@ -25,9 +25,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_POST, require_safe
 
 from djwork import api
-from djwork.api.health import Health
 from djwork.conf import get_config
-from djwork.redis_url import public_location
 from djwork_dashboard.permissions import can_manage, can_view
 
 logger = logging.getLogger("djwork.dashboard")
@@ -57,7 +55,7 @@ def redis_unavailable(request: HttpRequest, error: api.RedisUnavailable) -> Http
     # Without the permissions and the Redis it could not reach, the page told a superuser "read-only" and
     # left an operator guessing which server was down.
     return render(request, "djwork_dashboard/error.html", {
-        "error": str(error), "can_manage": can_manage(request.user), "redis_where": public_location()},
+        "error": str(error), "can_manage": can_manage(request.user), "redis_where": api.redis_location()},
         status=503)
 
 
@@ -150,9 +148,9 @@ def render_page(request: HttpRequest, template: str, context: dict[str, Any], st
     """Adds what the layout needs: the summary bar's counters, the health strip and whether buttons show."""
     context.setdefault("summary", api.Stats.fetch())
     config = get_config()
-    context.setdefault("health", Health.fetch(config.dashboard_latency_warning, config.heartbeat_interval))
+    context.setdefault("health", api.Health.fetch(config.dashboard_latency_warning, config.heartbeat_interval))
     context["can_manage"] = can_manage(request.user)
-    context["redis_where"] = public_location(config)
+    context["redis_where"] = api.redis_location()
     return render(request, template, context, status=status)
 
 

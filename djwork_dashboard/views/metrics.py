@@ -16,10 +16,8 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from djwork import api
-from djwork.api.health import Health
 from djwork.api.metrics import PERIODS, percentile_ms
 from djwork.conf import get_config
-from djwork.metrics_layout import BUCKET_LABELS
 from djwork_dashboard.charts import Chart, bar_chart, line_chart
 from djwork_dashboard.views.base import PER_PAGE, NotFound, page_number, page_view, render_page
 
@@ -101,7 +99,7 @@ def metrics_class(request: HttpRequest, name: str) -> HttpResponse:
     if not item.processed and not api.Metrics.known_class(name):
         raise NotFound(f"No job class {name}", "No run of it has been recorded.", "djwork_dashboard:metrics",
                        "Metrics")
-    histogram = bar_chart(list(reversed(item.histogram)), list(reversed(BUCKET_LABELS)), wide=True)
+    histogram = bar_chart(list(reversed(item.histogram)), list(reversed(api.BUCKET_LABELS)), wide=True)
     over_time = [(label, {bucket: (value if value is not None and not math.isinf(value) else 0.0) / 1000
                           for bucket, counts in item.histograms.items()
                           for value in [percentile_ms(counts, fraction)]})
@@ -125,7 +123,7 @@ def metrics_queues(request: HttpRequest) -> HttpResponse:
     period = _period(request, list(PERIODS))
     series = api.Metrics().by_queue(period)
     config = get_config()
-    health = Health.fetch(config.dashboard_latency_warning, config.heartbeat_interval)
+    health = api.Health.fetch(config.dashboard_latency_warning, config.heartbeat_interval)
     # A queue with jobs and nobody taking them is the one to see, and lost its place on the chart to busier
     # queues that were being drained: those come first, then the largest.
     unheard = {warning.queue for warning in health.warnings if warning.kind == "no-listener"}

@@ -19,7 +19,6 @@ from django.urls import reverse
 from django.utils.http import urlencode
 
 from djwork import api
-from djwork.cron.entries import ENTRY_ID  # the id rule of docs/periodic.md; the URL pattern allows any length
 from djwork_dashboard.templatetags.djwork_dashboard import status_badge
 from djwork_dashboard.views.base import NotFound, action_view, back, confirm, page_view, render_page, safe_next
 
@@ -54,7 +53,7 @@ def run_row(run: api.PeriodicRun) -> RunRow:
 
 
 def row(entry: api.PeriodicEntry, periodic: api.Periodic) -> EntryRow:
-    valid = bool(ENTRY_ID.match(entry.id))
+    valid = bool(api.PERIODIC_ENTRY_ID.match(entry.id))
     last = next((run_row(run) for run in entry.runs if run.kind != "skipped"), None)
     return EntryRow(entry, reverse("djwork_dashboard:periodic_entry", args=[entry.id]) if valid else "", last,
                     entry.id in periodic.local)
@@ -63,7 +62,7 @@ def row(entry: api.PeriodicEntry, periodic: api.Periodic) -> EntryRow:
 def entry_or_404(periodic: api.Periodic, entry_id: str, runs: int | None = None) -> api.PeriodicEntry:
     missing = NotFound(f"No periodic entry {entry_id}", "It is neither configured in this deploy nor recorded by a "
                                                         "leader.", "djwork_dashboard:periodic", "Periodic")
-    if not ENTRY_ID.match(entry_id):
+    if not api.PERIODIC_ENTRY_ID.match(entry_id):  # the id rule of docs/periodic.md; the URL allows any length
         raise missing
     try:
         return periodic.get(entry_id) if runs is None else periodic.get(entry_id, runs=runs)

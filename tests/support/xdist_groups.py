@@ -50,3 +50,34 @@ def shares_a_process_fixture(item: pytest.Item) -> bool:
     two CPU-minutes of a five-minute suite on two CPUs.
     """
     return any(fixturedef.scope != "function" for _, fixturedef in process_fixtures(item))
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's own tagging, which this completes
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    loadgroup = getattr(config.option, "loadgroup", False)  # set on xdist workers only
+    if loadgroup:
+        # Stable: every xdist worker must collect the same order, and a module's tests stay together.
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    for item in items:
+        group = serial_group(item)
+        if group is None:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
+        if loadgroup:
+            tag_for_loadgroup(item, group)
+
+
+def tag_for_loadgroup(item: pytest.Item, group: str) -> None:
+    """End the test's nodeid in ``@<group>``: what xdist's loadgroup scheduler groups by.
+
+    pytest-xdist 3.8 writes that tag to ``item._nodeid``, which pytest 9 no longer
+    reads (a nodeid comes from ``item._id``): the tag was lost, and the grouped
+    modules spread over every worker, each starting its own live server,
+    chromium and Sentinel topology. Written here when it is missing.
+    """
+    tag = f"@{group}"
+    if item.nodeid.endswith(tag) or not hasattr(item, "_id"):
+        return
+    from _pytest.nodeid import coerce_node_id  # pytest >= 9 only: older ones kept xdist's tag
+
+    item._id = coerce_node_id(item.nodeid + tag)

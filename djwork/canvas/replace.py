@@ -1,0 +1,99 @@
+"""``self.replace(sig)`` and ``self.add_to_chord(sig)`` (Celery's), from a job running inside a canvas.
+
+Both add a member to the batch the running job belongs to, in one MULTI, while that job is still
+pending (so the batch can't finish in between):
+
+- ``replace``: the replacement canvas becomes a child batch of the job's batch, and takes the job's
+  place in the batch's order (``LSET`` of ``b-<bid>-order``), so the value the batch hands on (the next
+  chain step's argument, the group's or chord header's list) is the replacement's, whatever the job
+  returns. Run twice (a ``kill -9`` after the write, before the ack), the second run finds its jid
+  gone from the order and writes nothing: the replacement is made once.
+- ``add_to_chord``: a new member of the job's group (a chord header), appended: the body gets its
+  result last, as in Celery.
+
+A job outside a canvas (a plain ``delay()``) has no batch to hand a value to: both raise CanvasError.
+docs/canvas.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from djwork import keys, task_class
+from djwork import redis as redis_layer
+from djwork.batches import runtime
+from djwork.canvas import plan as plans
+from djwork.canvas.nest import Compiler
+from djwork.canvas.shapes import as_node
+from djwork.canvas.signature import CanvasError, Signature
+
+
+def _batch_of(task: Any, what: str) -> tuple[str, str, dict[str, str]]:
+    """The running job's jid, its batch and the batch's canvas fields; CanvasError outside a canvas."""
+    request = task.request
+    bid = runtime.bid_of(request.payload)
+    if not request.id or bid is None:
+        raise CanvasError(f"{what} works in a job that runs inside a canvas (a chain, group or chord): "
+                          "a job sent on its own has no batch to hand the new value to")
+    found = redis_layer.run(lambda conn: conn.hmget(keys.batch(bid), "canvas", "value", "keep_results"),
+                            idempotent=True)
+    fields = dict(zip(("canvas", "value", "keep_results"), (value.decode() if isinstance(value, bytes) else value
+                                                              for value in found), strict=True))
+    if not fields["canvas"] or not fields["keep_results"]:
+        raise CanvasError(f"{what}: batch {bid} is not a canvas's (or is gone)")
+    return request.id, bid, fields
+
+
+def _compile(node: Any, bid: str, root_id: str | None, wrap_task: bool) -> tuple[Compiler, plans.Plan, list[Any]]:
+    """``node`` as a member of the existing batch ``bid``: the new plans, a stand-in for that batch (its
+    ``jids[-1]`` is the new member), the entries. ``wrap_task``: a lone task gets a batch of its own too."""
+    compiler = Compiler()
+    compiler.root_id = root_id or ""
+    into = plans.Plan(bid, "")  # not written: it stands for the running job's batch, to name the child's slot
+    node = as_node(node, "replace")
+    if wrap_task and isinstance(node, Signature):
+        # A child batch even for one task: its value is what the slot hands on, whatever the job returns.
+        own = compiler.new_plan(f"canvas: replacement {node.task}", "one", into)
+        entries = compiler.member(node, own)
+    else:
+        entries = compiler.member(node, into)
+    return compiler, into, entries
+
+
+def replace(task: Any, sig: Any) -> None:
+    """Replace the running job by ``sig`` (a task or any canvas) in the canvas it belongs to."""
+    jid, bid, _ = _batch_of(task, "replace()")
+    place = redis_layer.run(lambda conn: conn.lpos(keys.batch_order(bid), jid), idempotent=True)
+    if place is None:
+        return  # this job's earlier run already replaced it (it was killed before its ack)
+    compiler, into, entries = _compile(sig, bid, task.request.root_id, wrap_task=True)
+    slot = into.jids[-1]
+
+    def join(pipe: Any) -> None:
+        pipe.sadd(keys.batch_jids(bid), slot)
+        pipe.hincrby(keys.batch(bid), "kids", 1)
+        pipe.lset(keys.batch_order(bid), place, slot)
+
+    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+
+
+def add_to_chord(task: Any, sig: Any) -> Any:
+    """Add ``sig`` to the group (a chord's header) the running job is a member of; its result comes last."""
+    _, bid, fields = _batch_of(task, "add_to_chord()")
+    if fields["value"] != "all":
+        raise CanvasError("add_to_chord(): the running job is not a member of a group or chord header")
+    compiler, into, entries = _compile(sig, bid, task.request.root_id, wrap_task=False)
+    slot = into.jids[-1]  # a task joins as itself, as a header member does; a canvas as its batch
+
+    def join(pipe: Any) -> None:
+        pipe.sadd(keys.batch_jids(bid), slot)
+        pipe.rpush(keys.batch_order(bid), slot)
+        pipe.hincrby(keys.batch(bid), "total", 1)
+
+    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+    from djwork.results import AsyncResult
+
+    return AsyncResult(slot)
+
+
+task_class.CANVAS_VERBS.update(replace=replace, add_to_chord=add_to_chord)

@@ -1,0 +1,59 @@
+"""The hooks of a job's run, in the chain's order (docs/hooks.md): one line per feature.
+
+The order is the contract: ``admit`` runs top to bottom (lock ties first, so
+a dropped job still releases them with its ack); the first wrapping hook is
+the outermost ``around`` (a batch's context, then the time limits' watch,
+then the limiter's wait, then the user's middleware); ``before`` runs top
+to bottom just before the body (Celery's ``task_prerun``/``before_start``,
+then STARTED, then a Django task's RUNNING); ``after`` top to bottom, before
+the settlement is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from djwork.batches.run_hook import BatchRun
+from djwork.cron.run_hook import PeriodicLockRetake
+from djwork.middleware import resolve_all
+from djwork.task_events import CeleryEvents
+from djwork.worker.expiry import Expiry
+from djwork.worker.history import RunHistory
+from djwork.worker.job_start import TrackStarted
+from djwork.worker.limits import LimiterAdmission
+from djwork.worker.lock_ties import LockTies
+from djwork.worker.metrics import ExecutionMetricsHook
+from djwork.worker.outcome import ResultRecords
+from djwork.worker.run_hooks import RunHook
+from djwork.worker.server_middleware import ServerMiddleware
+from djwork.worker.task_results import DjangoTaskResults
+from djwork.worker.time_limits import TimeLimits
+
+if TYPE_CHECKING:
+    from djwork.conf import Config
+    from djwork.worker.history import HistoryRecorder
+    from djwork.worker.metrics import ExecutionMetrics
+    from djwork.worker.time_limits import TimeLimitWatchdog
+
+
+def installed_hooks(config: Config, identity: str, history: HistoryRecorder, metrics: ExecutionMetrics | None,
+                    watchdog: TimeLimitWatchdog | None, after_time_out: Callable[[], None] | None) -> list[RunHook]:
+    """Every hook a worker process's runs may see; a hook whose feature is off is left out here."""
+    middleware = resolve_all(config.server_middleware)
+    hooks: list[Any] = [
+        LockTies(),
+        Expiry(config, identity),
+        BatchRun(config),
+        TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,
+        LimiterAdmission(config),
+        ServerMiddleware(middleware) if middleware else None,
+        CeleryEvents(),
+        TrackStarted(config, identity),
+        DjangoTaskResults(identity),
+        ResultRecords(config),
+        PeriodicLockRetake(),
+        RunHistory(history),
+        ExecutionMetricsHook(metrics) if metrics is not None else None,
+    ]
+    return [hook for hook in hooks if hook is not None]
