@@ -10,19 +10,21 @@ import pytest
 import redis as redis_py
 
 from djwork import redis as redis_layer
+from djwork.cluster_url import cluster_url, is_cluster_url
 from djwork.redis import RedisEvent
 from djwork.testing.redis_server import RedisServer
 
 # Fixtures shared by many modules, registered once here: a test module never imports them.
 pytest_plugins = ["tests.helpers_worker", "tests.interop.helpers", "tests.support.selection",
-                  "tests.support.xdist_groups", "pytester"]
+                  "tests.support.xdist_groups", "tests.support.redis_cluster", "pytester"]
 
 
 def _private_url() -> str:
     url = os.environ["DJWORK_TEST_REDIS_URL"]
     # Belt and braces: the suite flushes its database before every test, so it
     # must never be pointed at a Redis somebody else uses.
-    if urlparse(url).port == 6379:
+    ports = [port for _host, port in cluster_url(url).nodes] if is_cluster_url(url) else [urlparse(url).port]
+    if 6379 in ports:
         raise RuntimeError(f"refusing to run tests against {url}: that is the machine's shared Redis")
     return url
 
@@ -33,7 +35,11 @@ def redis_url() -> str:
 
 
 def _emptied_client(redis_url: str):
-    client = redis_py.Redis.from_url(redis_url)
+    # A cluster (DJWORK_TEST_CLUSTER=1): a cluster client, and FLUSHDB goes to every primary. Imported
+    # here, not at the top: pytest_plugins registers that module, and must import it first to rewrite it.
+    from tests.support.redis_cluster import cluster_client
+
+    client = cluster_client(redis_url) if is_cluster_url(redis_url) else redis_py.Redis.from_url(redis_url)
     client.flushdb()
     redis_layer.reset()
     yield client

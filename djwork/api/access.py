@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisClusterUnreachableError, RedisError
 
 from djwork import redis as redis_layer
 from djwork.api.errors import RedisUnavailable
 from djwork.redis.url import public_location
+from djwork.api.errors import ApiError, RedisUnavailable
+from djwork.redis_url import public_location
 
 T = TypeVar("T")
 
@@ -34,5 +36,11 @@ def write(block: Callable[[Any], T], *, replay: bool) -> T:
     """Run ``block(conn)`` on the admin pool; with ``replay`` it is re-run after a lost reply."""
     try:
         return redis_layer.run(block, idempotent=replay, purpose="admin")
-    except RedisError as error:
+    except (RedisError, RedisClusterUnreachableError) as error:
+        # RedisClusterUnreachableError (no node of a cluster answers) is no RedisError in redis-py.
         raise RedisUnavailable(f"{type(error).__name__}: {error}") from error
+    except RedisClusterException as error:
+        # A step a cluster refuses (CROSSSLOT: its keys are in several slots) is not an outage: the person
+        # who asked is told it is not done, and why, on the page they are on.
+        raise ApiError(f"not done: this step is not available on a Redis Cluster yet (docs/cluster.md): "
+                       f"{error}") from error

@@ -19,6 +19,7 @@ from djwork.limiter import admin, usage
 from djwork.limiter.names import validate_name
 from djwork.limiter.stats import LimiterStats, parse_stats
 from djwork.redis import keys
+from djwork.redis_cluster import pipeline_with_time
 
 KINDS = ("concurrent", "bucket", "window", "leaky", "points")
 
@@ -99,22 +100,29 @@ class _Snapshot:
         first = pipe.execute(raise_on_error=False)
         metas = [_hash(first[3 * index]) for index in range(len(self.names))]
         pipe = conn.pipeline(transaction=False)
+        with_owners = []
         for name, meta in zip(self.names, metas, strict=True):
             kind, interval = meta.get("kind", ""), to_float(meta.get("interval")) or 0.0
+            with_owners.append(kind == "concurrent")
             if kind == "concurrent":
                 pipe.zrange(keys.limiter_holders(name), 0, -1, withscores=True)
                 pipe.hgetall(keys.limiter_owners(name))
             elif kind == "window" and interval > 0:
                 # Only the scores inside the window: entries not yet trimmed are left where they are.
                 pipe.zrangebyscore(keys.limiter_state(name), f"({now - interval!r}", "+inf", withscores=True)
-                pipe.echo("")  # keeps three replies per limiter, whatever its kind
             else:
                 pipe.hgetall(keys.limiter_state(name))
-                pipe.echo("")
             pipe.zrange(keys.limiter_waiters(name), 0, -1, withscores=True)
-        second = pipe.execute(raise_on_error=False)
-        return [(name, metas[index], [first[3 * index + 1], first[3 * index + 2], *second[3 * index:3 * index + 3]])
-                for index, name in enumerate(self.names)]
+        second = iter(pipe.execute(raise_on_error=False))
+        snapshot = []
+        for index, (name, owners) in enumerate(zip(self.names, with_owners, strict=True)):
+            # Only a concurrent limiter has owners: no filler command stands in for the others' (a cluster
+            # refuses a keyless command such as ECHO in a pipeline).
+            state = next(second)
+            owned = next(second) if owners else b""
+            snapshot.append((name, metas[index], [first[3 * index + 1], first[3 * index + 2], state, owned,
+                                                  next(second)]))
+        return snapshot
 
 
 def _summarize(name: str, meta: dict[str, str], replies: list[Any], now: float,
@@ -172,8 +180,7 @@ class Limiters:
         self.name_filter = name_filter.strip().lower()
 
     def _registry(self, conn: Any) -> tuple[float, list[tuple[str, float]]]:
-        pipe = conn.pipeline(transaction=False)
-        pipe.time()
+        pipe = pipeline_with_time(conn)  # TIME first (a cluster asks one primary)
         pipe.zrange(keys.LIMITERS, 0, -1, withscores=True)
         now_reply, entries = pipe.execute(raise_on_error=False)
         now = _now(now_reply)
@@ -217,8 +224,7 @@ class Limiter:
         """Status, stats, holders (concurrent) and waiters; None when Redis knows nothing of it."""
 
         def read(conn: Any) -> LimiterDetail | None:
-            pipe = conn.pipeline(transaction=False)
-            pipe.time()
+            pipe = pipeline_with_time(conn)  # TIME first (a cluster asks one primary)
             pipe.zscore(keys.LIMITERS, self.name)
             now_reply, expires = pipe.execute(raise_on_error=False)
             now = _now(now_reply)

@@ -37,6 +37,7 @@ from djwork.periodic.locks import RELEASE_SCRIPT
 from djwork.periodic.schedule import from_ms
 from djwork.redis import keys, scripts
 from djwork.settings.conf import Config, get_config
+from djwork.redis_cluster import pipeline_with_time
 
 HISTORY_SCAN = 2000  # execution-history runs searched for the outcome of the runs shown
 COUNTERS = ("fired", "run_now", "skipped_missed", "skipped_paused", "skipped_overlap", "skipped_middleware")
@@ -192,8 +193,7 @@ class Periodic:
     def _read(self, ids: list[str], registry: dict[str, dict[str, Any]], synced: int,
               runs: int) -> list[PeriodicEntry]:
         def read(conn: Any) -> list[Any]:
-            pipe = conn.pipeline(transaction=False)
-            pipe.time()
+            pipe = pipeline_with_time(conn)  # TIME first (a cluster asks one primary)
             for entry_id in ids:
                 pipe.hgetall(keys.periodic_state(entry_id))
                 pipe.lrange(keys.periodic_history(entry_id), 0, max(0, runs - 1))

@@ -12,6 +12,7 @@ from djwork.api import access
 from djwork.api.records import JobRecord, text, to_int
 from djwork.redis import keys
 from djwork.redis import risks as redis_risks
+from djwork.redis_cluster import servers
 
 INFO_FIELDS = ("redis_version", "uptime_in_days", "connected_clients", "used_memory_human",
                "used_memory_peak_human", "maxmemory_human", "role")
@@ -118,28 +119,39 @@ class Stats:
         dates = [start - dt.timedelta(days=offset) for offset in range(max(1, days))]
 
         def read(conn: Any) -> list[Any]:
+            # One GET per key, not MGET: on a Redis Cluster the days' keys hash to different slots,
+            # and a pipeline of GETs is still one round trip (per node).
             pipe = conn.pipeline(transaction=False)
-            pipe.mget([keys.stat_processed_day(day.isoformat()) for day in dates])
-            pipe.mget([keys.stat_failed_day(day.isoformat()) for day in dates])
+            for day in dates:
+                pipe.get(keys.stat_processed_day(day.isoformat()))
+                pipe.get(keys.stat_failed_day(day.isoformat()))
             return pipe.execute(raise_on_error=False)
 
-        processed, failed = access.read(read)
-        processed = processed if isinstance(processed, list) else [None] * len(dates)
-        failed = failed if isinstance(failed, list) else [None] * len(dates)
-        return [DayStat(day, to_int(p), to_int(f)) for day, p, f in zip(dates, processed, failed, strict=True)]
+        replies = [None if isinstance(reply, Exception) else reply for reply in access.read(read)]
+        return [DayStat(day, to_int(replies[2 * index]), to_int(replies[2 * index + 1]))
+                for index, day in enumerate(dates)]
 
 
 def redis_info() -> dict[str, str]:
-    """The INFO fields the overview shows; {} when INFO is unavailable (renamed on managed Redis)."""
+    """The INFO fields the overview shows; {} when INFO is unavailable (renamed on managed Redis).
 
-    def read(conn: Any) -> dict[str, Any]:
+    A cluster's primaries are asked one by one; a field they differ on shows each one's value, in
+    the order of their addresses ("1.2M / 1.1M / 1.3M").
+    """
+
+    def read(conn: Any) -> list[dict[str, Any]]:
         try:
-            return conn.info()
+            return [server.info() for _name, server in servers(conn)]
         except ResponseError:
-            return {}
+            return []
 
-    info = access.read(read)
-    return {name: text(info[name]) for name in INFO_FIELDS if name in info}
+    infos = access.read(read)
+    shown = {}
+    for name in INFO_FIELDS:
+        values = list(dict.fromkeys(text(info[name]) for info in infos if name in info))
+        if values:
+            shown[name] = " / ".join(values)
+    return shown
 
 
 def redis_settings_risks() -> list[redis_risks.RedisRisk]:

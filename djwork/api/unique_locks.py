@@ -24,6 +24,7 @@ from djwork.api import access
 from djwork.api.records import JobRecord, text
 from djwork.dead import ScriptCall
 from djwork.redis import keys
+from djwork.redis_cluster import scan_page
 
 # A digest as the key holds it after "unique:": djwork's are SHA-256 hex; other writers' may differ,
 # but nothing with spaces, newlines or glob characters reaches a key, a URL or a script argument.
@@ -31,6 +32,8 @@ DIGEST = re.compile(r"\A[A-Za-z0-9_.:\-]{1,200}\Z")
 LOCATE_BUDGET = 1000  # entries read per place (queue, set) when looking for the owners of one page
 MAX_QUEUES = 100  # queues looked in per page; more make the rest "unknown"
 SCAN_CALLS = 20  # SCAN calls per page at most (a sparse keyspace returns few matches per call)
+# SCAN's cursor, or on a cluster "<primary's index>:<its cursor>" (djwork.redis_cluster.scan_page).
+PAGE_CURSOR = re.compile(r"\A[0-9]{1,4}:[0-9]{1,20}\Z|\A[0-9]{1,20}\Z")
 JID_IN = re.compile(rb'\\?"jid\\?"\s*:\s*\\?"([A-Za-z0-9_.:\-]{1,128})')
 PLACES = ("running", "queued", "scheduled", "retry", "dead")
 
@@ -90,7 +93,7 @@ class UniqueLocks:
 
     def page(self, cursor: str = "0", per_page: int = 50) -> LockPage:
         """Up to about ``per_page`` locks from SCAN position ``cursor`` ("0" = the start); ValueError for junk."""
-        if not isinstance(cursor, str) or not cursor.isdigit() or len(cursor) > 20:
+        if not isinstance(cursor, str) or not PAGE_CURSOR.match(cursor):
             raise ValueError(f"{str(cursor)[:40]!r} is not a page cursor")
         names, next_cursor = access.read(lambda conn: _scan(conn, cursor, per_page))
         locks = self._read([text(name)[len(keys.UNIQUE_PREFIX):] for name in names])
@@ -149,13 +152,14 @@ class UniqueLocks:
 
 def _scan(conn: Any, cursor: str, per_page: int) -> tuple[list[Any], str | None]:
     names: list[Any] = []
-    position: Any = cursor or "0"
+    position = cursor or "0"
     for _ in range(SCAN_CALLS):
-        position, batch = conn.scan(position, match=f"{keys.UNIQUE_PREFIX}*", count=max(per_page, 100))
+        # scan_page: SCAN on one server; on a cluster, each primary's key space in turn.
+        batch, position = scan_page(conn, position, f"{keys.UNIQUE_PREFIX}*", max(per_page, 100))
         names.extend(batch)
-        if int(position) == 0 or len(names) >= per_page:
+        if position == "0" or len(names) >= per_page:
             break
-    return sorted(set(names)), (None if int(position) == 0 else str(int(position)))
+    return sorted(set(names)), (None if position == "0" else position)
 
 
 def _placed(lock: UniqueLock, located: Places) -> UniqueLock:

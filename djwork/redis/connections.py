@@ -21,7 +21,15 @@ from urllib.parse import urlparse
 
 import redis as redis_py
 from redis.backoff import NoBackoff
-from redis.exceptions import BusyLoadingError, MasterDownError, ReadOnlyError, RedisError, ResponseError
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    MasterDownError,
+    ReadOnlyError,
+    RedisError,
+    ResponseError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelManagedConnection
@@ -32,7 +40,8 @@ from djwork.settings.kinds import SentinelUrl, is_sentinel_url, sentinel_url
 logger = logging.getLogger("djwork.redis")
 MASTER_CHECK_INTERVAL = 1.0  # seconds between two questions to Sentinel about where the master is
 
-FAILOVER_PREFIXES = ("READONLY", "NOREPLICAS", "UNBLOCKED", "MASTERDOWN", "LOADING")
+# CLUSTERDOWN and TRYAGAIN: a Redis Cluster node refusing a command while its slots move or fail over.
+FAILOVER_PREFIXES = ("READONLY", "NOREPLICAS", "UNBLOCKED", "MASTERDOWN", "LOADING", "CLUSTERDOWN", "TRYAGAIN")
 
 
 class ConnectPhaseError(RedisConnectionError):
@@ -50,7 +59,7 @@ def is_failover_reply(error: BaseException) -> bool:
     class (READONLY, LOADING, MASTERDOWN), so those are recognised by class
     or ``status_code``; unmapped ones (NOREPLICAS, UNBLOCKED) by prefix.
     """
-    if isinstance(error, (ReadOnlyError, BusyLoadingError, MasterDownError)):
+    if isinstance(error, (ReadOnlyError, BusyLoadingError, MasterDownError, ClusterDownError, TryAgainError)):
         return True
     if getattr(error, "status_code", None) in FAILOVER_PREFIXES:
         return True

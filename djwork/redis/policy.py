@@ -21,6 +21,9 @@ import redis as redis_py
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
+from djwork.cluster_url import cluster_url, is_cluster_url
+from djwork.conf import Config
+from djwork.redis_cluster import close_client, drop_idle_connections, make_cluster_client
 from djwork.redis.connections import (
     ConnectPhaseError,
     PoolExhaustedError,
@@ -96,17 +99,23 @@ class RedisLayer:
         with self._lock:
             client = self._clients.get(purpose)
             if client is None:
-                # NamingRedis: a WRONGTYPE reply names its key and reports it to the key guard.
-                client = NamingRedis(connection_pool=make_pool(self.config, purpose))
+                client = self._make_client(purpose)
                 self._clients[purpose] = client
         return client
+
+    def _make_client(self, purpose: str) -> redis_py.Redis:
+        url, options = url_and_options(self.config)
+        if is_cluster_url(url):
+            return make_cluster_client(cluster_url(url), options, self.config, purpose)
+        # NamingRedis: a WRONGTYPE reply names its key and reports it to the key guard.
+        return NamingRedis(connection_pool=make_pool(self.config, purpose))
 
     def close(self) -> None:
         with self._lock:
             clients, self._clients = self._clients, {}
         for client in clients.values():
             try:
-                client.connection_pool.disconnect()
+                close_client(client)
             except Exception:  # pragma: no cover - teardown must not raise
                 logger.debug("pool disconnect failed", exc_info=True)
 
@@ -202,7 +211,7 @@ class Attempt:
                 # Idle connections only (ours was released before we got here):
                 # closing sockets other threads are mid-command on would fail their
                 # commands after they may have applied (and cut blocking fetches).
-                layer.client(state.purpose).connection_pool.disconnect(inuse_connections=False)
+                drop_idle_connections(layer.client(state.purpose))
             return True
         if state.number >= layer.config.redis_max_attempts:
             layer.notify(make_event("gave_up", "idempotent" if state.idempotent else "connect"))

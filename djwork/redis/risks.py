@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from redis.exceptions import ResponseError
+
+from djwork.redis_cluster import servers
 
 # Above this share of maxmemory a burst of pushes reaches the limit: an evicting
 # Redis starts dropping keys, a noeviction one refuses writes (pushes fail).
@@ -87,7 +89,15 @@ def assess(info: Mapping[str, Any], save_points: str | None) -> list[RedisRisk]:
 
 
 def read(conn: Any) -> list[RedisRisk]:
-    """Ask ``conn``'s server in one round trip; [] when INFO is not available (renamed on some managed Redis)."""
+    """Ask ``conn``'s server, or each primary of a cluster (its risks named by node), one round trip each."""
+    risks = []
+    for name, server in servers(conn):
+        risks += [replace(risk, text=f"{name}: {risk.text}") if name else risk for risk in _read_server(server)]
+    return risks
+
+
+def _read_server(conn: Any) -> list[RedisRisk]:
+    """Ask one server in one round trip; [] when INFO is not available (renamed on some managed Redis)."""
     pipe = conn.pipeline(transaction=False)
     pipe.info("memory")
     pipe.info("persistence")

@@ -3,7 +3,7 @@
 A Redis URL may carry a password in its user part (``redis://:secret@host``)
 or in its query (``?password=secret``, which redis-py reads), and a
 sentinel URL a ``sentinel_password``; what is shown keeps only the scheme,
-the host(s) and port(s), and the database (or the sentinel service name).
+the host(s) and port(s), and the database (or the sentinel service name; a cluster's is always 0).
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ def public_url(url: str) -> str:
             return f"unix://{parts.path}?db={db or '0'}"
         if parts.scheme == "redis+sentinel":
             return f"{parts.scheme}://{hosts}{parts.path}"
+        if parts.scheme.endswith("+cluster"):  # a cluster has one database, 0
+            return f"{parts.scheme}://{hosts}/0"
         if hosts and ":" not in hosts.rpartition("]")[2]:
             hosts += ":6379"
         return f"{parts.scheme}://{hosts}/{parts.path.strip('/') or db or '0'}"

@@ -219,7 +219,8 @@ def is_sentinel_url(value: Any) -> bool:
     return isinstance(value, str) and value.lower().startswith(f"{SENTINEL_SCHEME}://")
 
 
-def _sentinel_address(entry: str) -> tuple[str, int]:
+def host_and_port(entry: str, default_port: int, what: str) -> tuple[str, int]:
+    """``host[:port]`` or ``[v6]:port`` of a list of hosts in a URL (a sentinel's, a cluster node's)."""
     host, port = entry, ""
     if entry.startswith("["):  # [::1]:26379
         host, _, rest = entry[1:].partition("]")
@@ -227,11 +228,11 @@ def _sentinel_address(entry: str) -> tuple[str, int]:
     elif entry.count(":") == 1:
         host, _, port = entry.partition(":")
     if not host:
-        raise Invalid(f"a sentinel address with a host, not {entry!r}")
+        raise Invalid(f"a {what} address with a host, not {entry!r}")
     if not port:
-        return host, SENTINEL_PORT
+        return host, default_port
     if not port.isdigit() or not 0 < int(port) < 65536:
-        raise Invalid(f"a sentinel address with a TCP port, not {entry!r}")
+        raise Invalid(f"a {what} address with a TCP port, not {entry!r}")
     return host, int(port)
 
 
@@ -251,7 +252,7 @@ def sentinel_url(value: Any) -> SentinelUrl:
         raise Invalid("a sentinel URL naming at least one sentinel host:port")
     if not all(entries):
         raise Invalid("a sentinel URL without an empty host between commas")
-    sentinels = tuple(_sentinel_address(entry) for entry in entries)
+    sentinels = tuple(host_and_port(entry, SENTINEL_PORT, "sentinel") for entry in entries)
     path = parts.path.split("/")
     if len(path) < 2 or not path[1]:
         raise Invalid("a sentinel URL naming the master's service name after the hosts (.../mymaster/0)")

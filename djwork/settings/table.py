@@ -16,6 +16,23 @@ from typing import Any
 
 from django.core.checks import CheckMessage
 
+from djwork.cluster_url import check_cluster_url, is_cluster_url
+from djwork.cron.checks import check_periodic_setting
+from djwork.cron.settings import clock_setting, periodic_list
+from djwork.settings_checks import (
+    QUEUES_HINT,
+    URL_HINT,
+    check_cache_setting,
+    check_capsules_setting,
+    check_hook,
+    check_importables,
+    check_orphan_threshold,
+    check_pool_size,
+    check_queues_setting,
+    check_time_limits,
+    check_track_started,
+    check_url_setting,
+)
 from djwork.periodic.checks import check_periodic_setting
 from djwork.periodic.settings import clock_setting, periodic_list
 from djwork.settings.kinds import (
@@ -60,9 +77,12 @@ from djwork.settings.value_checks import (
 
 def check_redis_url_setting(spec: SettingSpec, values: Mapping[str, Any],
                             given: Mapping[str, Any]) -> list[CheckMessage]:
-    """REDIS_URL: a sentinel URL by its own parser (a list of hosts is no URL urllib can read), any other as usual."""
+    """REDIS_URL: a sentinel or cluster URL by its own parser (a list of hosts is no URL urllib can read),
+    any other as usual."""
     if values["CACHE"] is None and is_sentinel_url(values[spec.name]):
         return check_sentinel_url(values[spec.name])
+    if values["CACHE"] is None and is_cluster_url(values[spec.name]):
+        return check_cluster_url(values[spec.name])
     return check_url_setting(spec, values, given)
 
 
@@ -75,7 +95,9 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "The Redis server. `redis://[:password@]host:port/db`, `rediss://` for TLS, `unix:///path/redis.sock?db=N`,"
         " or a master watched by Redis Sentinel: `redis+sentinel://[:password@]host:port[,host:port...]/service/db`"
         " (options `sentinel_password`, `sentinel_username`, `socket_timeout`, `socket_connect_timeout`,"
-        " `master_check_interval`; docs/deployment.md). Ignored when `CACHE` is set.",
+        " `master_check_interval`; docs/deployment.md), or a Redis Cluster:"
+        " `redis+cluster://[:password@]host:port[,host:port...]/0` (`rediss+cluster://` for TLS; any of its nodes;"
+        " docs/cluster.md). Ignored when `CACHE` is set.",
         check=check_redis_url_setting),
     SettingSpec(
         "CACHE", None, optional_text, "djwork.E003",

@@ -18,6 +18,9 @@ import tempfile
 URL_ENV = "DJWORK_TEST_REDIS_URL"
 OWNER_ENV = "DJWORK_TEST_REDIS_OWNER"  # the pytest process (xdist worker id, or "main") the server belongs to
 DATABASE_ENV = "DJWORK_EXAMPLE_DB"
+# Set to 1: each pytest process gets a 3+3 Redis Cluster instead (tests/support/redis_cluster.py), and the
+# suite's URL is its redis+cluster:// URL: how docs/cluster.md measures which tests pass against a cluster.
+CLUSTER_ENV = "DJWORK_TEST_CLUSTER"
 
 
 def this_pytest_process() -> str:
@@ -44,11 +47,18 @@ def ensure_private_server() -> str:
     worker, live server and Ruby process a test starts reaches the same one.
     """
     if needs_own_server():
-        from djwork.testing.redis_server import RedisServer
+        if os.environ.get(CLUSTER_ENV) == "1":
+            from tests.support.redis_cluster import LoopbackCluster
 
-        server = RedisServer().start()
+            server = LoopbackCluster().start()
+            url = server.url()
+        else:
+            from djwork.testing.redis_server import RedisServer
+
+            server = RedisServer().start()
+            url = server.url
         atexit.register(server.stop)
-        os.environ[URL_ENV] = server.url
+        os.environ[URL_ENV] = url
         os.environ[OWNER_ENV] = this_pytest_process()
         # The on-disk database the worker subprocesses open: one per pytest process as well.
         os.environ[DATABASE_ENV] = os.path.join(tempfile.gettempdir(), f"djwork-test-{os.getpid()}.db")

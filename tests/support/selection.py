@@ -33,6 +33,7 @@ PROCESS_FIXTURES = {
     ("tests.test_sentinel", "topology"),
     ("tests.test_wheel", "wheel"),
     ("tests.test_demo", "venv_is_current"),
+    ("tests.support.redis_cluster", "redis_cluster"),
 }
 # Names whose call in a test's own body starts a process.
 PROCESS_STARTERS = ("subprocess.", "sys.executable", "with started(", "ruby(", "RubyFleet(", "Workers(", "Cluster(",
