@@ -10,8 +10,8 @@ import pytest
 import redis as redis_py
 
 from djwork import redis as redis_layer
-from djwork.cluster_url import cluster_url, is_cluster_url
 from djwork.redis import RedisEvent
+from djwork.redis.cluster_url import cluster_url, is_cluster_url
 from djwork.testing.redis_server import RedisServer
 
 # Fixtures shared by many modules, registered once here: a test module never imports them.

@@ -1,4 +1,4 @@
-"""The ``redis+cluster://`` URL (djwork/cluster_url.py): parsed, checked with a hint, shown without its password."""
+"""The ``redis+cluster://`` URL (djwork/redis/cluster_url.py): parsed, checked with a hint, shown without secrets."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from redis.exceptions import ClusterDownError, ResponseError, TryAgainError
 
 from djwork import api
 from djwork import redis as redis_layer
-from djwork.checks import check_settings
-from djwork.cluster_url import ClusterUrl, cluster_url, is_cluster_url
-from djwork.redis_cluster import scan_page
-from djwork.redis_connections import is_failover_reply
-from djwork.redis_url import public_url
-from djwork.settings_kinds import Invalid
+from djwork.redis.cluster import scan_page
+from djwork.redis.cluster_url import ClusterUrl, cluster_url, is_cluster_url
+from djwork.redis.connections import is_failover_reply
+from djwork.redis.url import public_url
+from djwork.settings.checks import check_settings
+from djwork.settings.kinds import Invalid
 
 
 @pytest.mark.parametrize(("url", "parsed"), [

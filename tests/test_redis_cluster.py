@@ -17,9 +17,10 @@ from django.conf import settings
 from django.test import override_settings
 from django.urls import reverse
 
-from djwork import api, keys
+from djwork import api
 from djwork import redis as redis_layer
 from djwork.api import access
+from djwork.redis import keys
 from tests.support.redis_cluster import ClusterDidNotForm, LoopbackCluster
 
 

@@ -14,10 +14,8 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisClusterException, RedisClusterUnreachableError, RedisError
 
 from djwork import redis as redis_layer
-from djwork.api.errors import RedisUnavailable
-from djwork.redis.url import public_location
 from djwork.api.errors import ApiError, RedisUnavailable
-from djwork.redis_url import public_location
+from djwork.redis.url import public_location
 
 T = TypeVar("T")
 

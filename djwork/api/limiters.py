@@ -19,7 +19,7 @@ from djwork.limiter import admin, usage
 from djwork.limiter.names import validate_name
 from djwork.limiter.stats import LimiterStats, parse_stats
 from djwork.redis import keys
-from djwork.redis_cluster import pipeline_with_time
+from djwork.redis.cluster import pipeline_with_time
 
 KINDS = ("concurrent", "bucket", "window", "leaky", "points")
 

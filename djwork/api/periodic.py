@@ -36,8 +36,8 @@ from djwork.periodic.entries import Entry, EntryError, configured, parse_entry
 from djwork.periodic.locks import RELEASE_SCRIPT
 from djwork.periodic.schedule import from_ms
 from djwork.redis import keys, scripts
+from djwork.redis.cluster import pipeline_with_time
 from djwork.settings.conf import Config, get_config
-from djwork.redis_cluster import pipeline_with_time
 
 HISTORY_SCAN = 2000  # execution-history runs searched for the outcome of the runs shown
 COUNTERS = ("fired", "run_now", "skipped_missed", "skipped_paused", "skipped_overlap", "skipped_middleware")

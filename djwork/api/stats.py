@@ -12,7 +12,7 @@ from djwork.api import access
 from djwork.api.records import JobRecord, text, to_int
 from djwork.redis import keys
 from djwork.redis import risks as redis_risks
-from djwork.redis_cluster import servers
+from djwork.redis.cluster import servers
 
 INFO_FIELDS = ("redis_version", "uptime_in_days", "connected_clients", "used_memory_human",
                "used_memory_peak_human", "maxmemory_human", "role")

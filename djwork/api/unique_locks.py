@@ -24,7 +24,7 @@ from djwork.api import access
 from djwork.api.records import JobRecord, text
 from djwork.dead import ScriptCall
 from djwork.redis import keys
-from djwork.redis_cluster import scan_page
+from djwork.redis.cluster import scan_page
 
 # A digest as the key holds it after "unique:": djwork's are SHA-256 hex; other writers' may differ,
 # but nothing with spaces, newlines or glob characters reaches a key, a URL or a script argument.
@@ -32,7 +32,7 @@ DIGEST = re.compile(r"\A[A-Za-z0-9_.:\-]{1,200}\Z")
 LOCATE_BUDGET = 1000  # entries read per place (queue, set) when looking for the owners of one page
 MAX_QUEUES = 100  # queues looked in per page; more make the rest "unknown"
 SCAN_CALLS = 20  # SCAN calls per page at most (a sparse keyspace returns few matches per call)
-# SCAN's cursor, or on a cluster "<primary's index>:<its cursor>" (djwork.redis_cluster.scan_page).
+# SCAN's cursor, or on a cluster "<primary's index>:<its cursor>" (djwork.redis.cluster.scan_page).
 PAGE_CURSOR = re.compile(r"\A[0-9]{1,4}:[0-9]{1,20}\Z|\A[0-9]{1,20}\Z")
 JID_IN = re.compile(rb'\\?"jid\\?"\s*:\s*\\?"([A-Za-z0-9_.:\-]{1,128})')
 PLACES = ("running", "queued", "scheduled", "retry", "dead")

@@ -21,9 +21,8 @@ import redis as redis_py
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 
-from djwork.cluster_url import cluster_url, is_cluster_url
-from djwork.conf import Config
-from djwork.redis_cluster import close_client, drop_idle_connections, make_cluster_client
+from djwork.redis.cluster import close_client, drop_idle_connections, make_cluster_client
+from djwork.redis.cluster_url import cluster_url, is_cluster_url
 from djwork.redis.connections import (
     ConnectPhaseError,
     PoolExhaustedError,

@@ -21,7 +21,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from djwork.redis_cluster import servers
+from djwork.redis.cluster import servers
 
 # Above this share of maxmemory a burst of pushes reaches the limit: an evicting
 # Redis starts dropping keys, a noeviction one refuses writes (pushes fail).

@@ -16,25 +16,9 @@ from typing import Any
 
 from django.core.checks import CheckMessage
 
-from djwork.cluster_url import check_cluster_url, is_cluster_url
-from djwork.cron.checks import check_periodic_setting
-from djwork.cron.settings import clock_setting, periodic_list
-from djwork.settings_checks import (
-    QUEUES_HINT,
-    URL_HINT,
-    check_cache_setting,
-    check_capsules_setting,
-    check_hook,
-    check_importables,
-    check_orphan_threshold,
-    check_pool_size,
-    check_queues_setting,
-    check_time_limits,
-    check_track_started,
-    check_url_setting,
-)
 from djwork.periodic.checks import check_periodic_setting
 from djwork.periodic.settings import clock_setting, periodic_list
+from djwork.redis.cluster_url import check_cluster_url, is_cluster_url
 from djwork.settings.kinds import (
     SettingSpec,
     address,

@@ -22,7 +22,7 @@ import pytest
 import redis as redis_py
 from redis.cluster import ClusterNode
 
-from djwork.cluster_url import cluster_url
+from djwork.redis.cluster_url import cluster_url
 from djwork.testing.redis_server import RedisServer, free_port
 
 PRIMARIES = 3

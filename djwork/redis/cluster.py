@@ -3,7 +3,7 @@
 What differs from one server lives here, so no caller asks "cluster or not": how the client is built,
 how a failover refusal drops idle connections, how the client is closed, and how a key-space SCAN walks
 every primary (``scan_page``). The nodes' connections are djwork's counting connections in a blocking
-pool (djwork.redis_connections), so the replay policy sees the same facts as with one server: a failed
+pool (djwork.redis.connections), so the replay policy sees the same facts as with one server: a failed
 dial is a ``ConnectPhaseError``, no free connection a ``PoolExhaustedError``, replies are counted.
 
 redis-py's cluster retry is switched off (``Retry(NoBackoff(), 0)``), as on every djwork pool: it
@@ -22,15 +22,15 @@ from redis.cluster import ClusterNode
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
-from djwork.cluster_url import ClusterUrl
-from djwork.conf import Config
-from djwork.redis_connections import (
+from djwork.redis.cluster_url import ClusterUrl
+from djwork.redis.connections import (
     ConnectPhaseError,
     CountingConnection,
     CountingPool,
     CountingSSLConnection,
     pool_size,
 )
+from djwork.settings.conf import Config
 
 logger = logging.getLogger("djwork.redis")
 SCAN_CURSOR_SEPARATOR = ":"  # "<node index>:<that node's cursor>": a page of a scan over every primary

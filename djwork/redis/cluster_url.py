@@ -5,7 +5,7 @@ the cluster's nodes: redis-py's ``RedisCluster`` asks them for the slot map and 
 itself. ``rediss+cluster://`` is the same over TLS. A cluster has one database, 0: a URL naming
 another is refused here, not by every node at the first SELECT. Like a sentinel URL, a list of hosts
 is no URL urllib can read, so it is parsed here by hand; like the rest of the settings' parsers this
-module imports nothing of djwork but djwork.settings_kinds (djwork.conf stands on them).
+module imports nothing of djwork but djwork.settings.kinds (djwork.settings.conf stands on them).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.checks import CheckMessage, Error
 
-from djwork.settings_kinds import Invalid, host_and_port
+from djwork.settings.kinds import Invalid, host_and_port
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 DEFAULT_PORT = 6379
