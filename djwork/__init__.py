@@ -17,6 +17,7 @@ from djwork.client import EnqueueError
 from djwork.cron.entries import periodic
 from djwork.errors import RedisUnavailable
 from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from djwork.iterable import IterableJob, iterate
 from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.key_types import WrongTypeKey
 from djwork.payload import ArgumentError
@@ -44,6 +45,7 @@ __all__ = [
     "ChordError",
     "EnqueueError",
     "GroupResult",
+    "IterableJob",
     "Job",
     "JobError",
     "JobRef",
@@ -66,6 +68,7 @@ __all__ = [
     "chord",
     "chunks",
     "group",
+    "iterate",
     "job",
     "mark_deploy",
     "periodic",

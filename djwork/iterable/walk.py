@@ -1,0 +1,100 @@
+"""One segment of an iteration: resume from the saved cursor, run ``each`` per item, checkpoint, stop between items.
+
+The contract (docs/iterable.md): the saved cursor is always the cursor of an
+item whose ``each`` returned, so a resumed segment never repeats an item that
+was done and checkpointed. A segment stops between two items when the worker
+quiets or stops (``Interrupted``: the run hook sends the job back to its
+queue), when the job was cancelled (``djwork.revoke``: it ends as done), and
+on an exception in ``each`` (saved first, so the retry resumes after the last
+item done). Only a ``kill -9`` loses the items since the last checkpoint,
+which the next segment runs again.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from djwork.conf import get_config
+from djwork.iterable import state
+from djwork.iterable.job import _progress
+from djwork.revoke_flag import revoked
+
+if TYPE_CHECKING:
+    from djwork.iterable.job import IterableJob
+    from djwork.task_class import Request
+
+
+class Interrupted(Exception):
+    """An iterable job stopped between two items because its worker is quieting or stopping."""
+
+
+def _never() -> bool:
+    return False
+
+
+# Set by the run hook around a worker's run: whether the process is quieting or stopping.
+# Outside a worker (a direct call, ``apply()``) nothing interrupts an iteration.
+stop_requested: contextvars.ContextVar[Callable[[], bool]] = contextvars.ContextVar("djwork_iteration_stop",
+                                                                                   default=_never)
+
+
+def walk(job: IterableJob, request: Request) -> None:
+    config = get_config()
+    every = job.checkpoint_items or config.iterable_checkpoint_items
+    seconds = job.checkpoint_seconds if job.checkpoint_seconds is not None else config.iterable_checkpoint_seconds
+    ttl = config.iterable_state_ttl
+    args, kwargs = request.args, request.kwargs
+    jid = request.id or ""
+    keep = bool(jid) and not request.called_directly  # a direct call has no job state to resume
+    progress = state.load(jid) if keep else state.Progress()
+    progress.segments += 1
+    token = _progress.set(progress)
+    try:
+        if progress.resumed or progress.items:
+            job.on_resume(*args, **kwargs)
+        else:
+            job.on_start(*args, **kwargs)
+
+        def checkpoint() -> None:
+            if keep:
+                progress.checkpoints += 1
+                state.save(jid, progress, ttl)
+
+        stopping = stop_requested.get() if keep else _never
+        cancel_every = job.cancel_check_seconds
+        since = 0
+        last_save = last_cancel_check = time.monotonic()
+        each = job.each
+        for item, cursor in job.build_iterator(progress.cursor, *args, **kwargs):
+            try:
+                each(item, *args, **kwargs)
+            except BaseException:
+                if since:  # the retry resumes after the last item done, not from the last checkpoint
+                    checkpoint()
+                raise
+            progress.cursor = cursor
+            progress.items += 1
+            since += 1
+            if since >= every or time.monotonic() - last_save >= seconds:
+                checkpoint()
+                since, last_save = 0, time.monotonic()
+            if stopping():
+                checkpoint()
+                job.on_stop(*args, **kwargs)
+                raise Interrupted(f"interrupted after {progress.items} items (segment {progress.segments}); "
+                                  "back to its queue to resume")
+            if keep and (cancel_every <= 0 or time.monotonic() - last_cancel_check >= cancel_every):
+                last_cancel_check = time.monotonic()
+                if revoked(jid):
+                    state.delete(jid)
+                    job.on_stop(*args, **kwargs)
+                    return None
+        if keep:
+            state.delete(jid)
+        job.on_complete(*args, **kwargs)
+        return None
+    finally:
+        _progress.reset(token)

@@ -1,0 +1,122 @@
+"""Iterable jobs under real ``manage.py runworkers`` processes and real signals (docs/iterable.md).
+
+10,000 rows of a real SQLite table (``auth_group`` in a file the workers share), walked by primary key,
+each row marked in Redis as ``each`` finishes it. A row listed in the job's ``gates`` waits for the
+test's go, so the test signals or kills the worker while that row is mid-flight, never by timing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from djwork import keys
+from djwork.iterable import state
+from tests import iterable_jobs as jobs
+from tests.helpers_worker import ROOT, Workers, history_runs, wait_until
+
+ROWS = 10_000
+GATES = [2_500, 5_000, 7_500]
+T = 60  # seconds any one event may take on a loaded machine; each wait ends when it happens
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("iterable") / "rows.sqlite3"
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_worker", "DJWORK_EXAMPLE_DB": str(path)}
+    subprocess.run([sys.executable, "manage.py", "migrate", "auth", "--noinput"], cwd=ROOT, check=True, env=env,
+                   capture_output=True, timeout=300)
+    with sqlite3.connect(path) as db:
+        db.executemany("INSERT INTO auth_group (id, name) VALUES (?, ?)",
+                       ((pk, f"row-{pk}") for pk in range(1, ROWS + 1)))
+    return path
+
+
+@pytest.fixture
+def row_workers(workers: Workers, database: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("DJWORK_EXAMPLE_DB", str(database))  # inherited by every worker started
+
+    def start():
+        # A drain long enough that the gated row always finishes inside it (TIMEOUT is 2 s in tests).
+        return workers.start("-c", "2", "-q", "default", overrides={"TIMEOUT": 60, "LOG_JOBS": False})
+
+    return start
+
+
+def _release_gate(raw_redis, run: str, gate: int) -> None:
+    raw_redis.rpush(f"i:go:{run}:{gate}", 1)
+
+
+def _wait_at_gate(raw_redis, run: str, gate: int) -> None:
+    wait_until(lambda: str(gate).encode() in raw_redis.lrange(f"i:waiting:{run}", 0, -1), T,
+               f"the job waiting at row {gate}")
+
+
+def _marks(raw_redis, run: str) -> dict[int, int]:
+    return {int(row): int(count) for row, count in raw_redis.hgetall(jobs.marks(run)).items()}
+
+
+def test_an_iteration_stopped_by_term_three_times_does_every_row_exactly_once(raw_redis, row_workers):
+    run = "term"
+    jid = jobs.Rows.delay(run, GATES).jid
+    for gate in GATES:
+        worker = row_workers()
+        _wait_at_gate(raw_redis, run, gate)
+        worker.send(signal.SIGTERM)
+        worker.wait_log("no longer accepting new work", T)  # quiet: the job stops after this row
+        _release_gate(raw_redis, run, gate)
+        assert worker.wait_exit(T) == 0
+        saved = state.peek(jid)
+        assert saved is not None and saved.cursor == gate  # the row mid-flight at the TERM was finished
+        assert raw_redis.llen(keys.queue("default")) == 1  # back on its queue, waiting for a worker
+    last = row_workers()
+    wait_until(lambda: raw_redis.lrange(jobs.events(run), -1, -1) == [f"complete:{ROWS}".encode()], T,
+               "the iteration to complete")
+    last.send(signal.SIGTERM)
+    assert last.wait_exit(T) == 0
+
+    assert _marks(raw_redis, run) == dict.fromkeys(range(1, ROWS + 1), 1)  # every row exactly once
+    assert [event.decode() for event in raw_redis.lrange(jobs.events(run), 0, -1)] == [
+        "start", f"stop:{GATES[0]}", f"resume:{GATES[0]}", f"stop:{GATES[1]}", f"resume:{GATES[1]}",
+        f"stop:{GATES[2]}", f"resume:{GATES[2]}", f"complete:{ROWS}"]
+    segments = [entry.status for entry in history_runs(raw_redis) if entry.jid == jid]
+    assert segments == ["rescheduled", "rescheduled", "rescheduled", "ok"]  # four segments, one run each
+    assert state.peek(jid) is None  # a completed iteration leaves no state behind
+
+
+def test_an_iteration_killed_three_times_repeats_only_the_rows_since_its_checkpoint(raw_redis, row_workers):
+    run = "kill"
+    jid = jobs.Rows.delay(run, GATES).jid
+    repeated: set[int] = set()
+    for gate in GATES:
+        worker = row_workers()
+        _wait_at_gate(raw_redis, run, gate)
+        saved = state.peek(jid)
+        assert saved is not None
+        # Done since the last checkpoint, so done again by the next segment: fewer than checkpoint_items.
+        since_checkpoint = set(range(saved.cursor + 1, gate))
+        assert len(since_checkpoint) < jobs.Rows.checkpoint_items
+        repeated |= since_checkpoint
+        worker.send(signal.SIGKILL)
+        worker.wait_exit(T)
+        _release_gate(raw_redis, run, gate)  # the next segment does the killed row once
+    last = row_workers()  # its reaper returns the orphaned job, which resumes from the checkpoint
+    wait_until(lambda: raw_redis.lrange(jobs.events(run), -1, -1) != [] and
+               raw_redis.lrange(jobs.events(run), -1, -1)[0].startswith(b"complete:"), T * 2,
+               "the iteration to complete")
+    last.send(signal.SIGTERM)
+    assert last.wait_exit(T) == 0
+
+    marks = _marks(raw_redis, run)
+    assert set(marks) == set(range(1, ROWS + 1))  # every row at least once
+    assert {row for row, count in marks.items() if count > 1} == repeated  # again: only those since a checkpoint
+    assert max(marks.values()) == 2
+    events = [event.decode() for event in raw_redis.lrange(jobs.events(run), 0, -1)]
+    assert events[0] == "start" and len([e for e in events if e.startswith("resume:")]) == 3
+    assert not any(e.startswith("stop:") for e in events)  # a kill -9 runs no hook
