@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import redis as redis_py
 from django.contrib.auth.models import Group
@@ -37,16 +38,16 @@ def events(run: str) -> str:
 class Hooked(djwork.IterableJob):
     """Records its hooks; shared by the jobs below."""
 
-    def on_start(self, run: str, *args: object) -> None:
+    def on_start(self, run: str, *args: object, **kwargs: object) -> None:
         conn().rpush(events(run), "start")
 
-    def on_resume(self, run: str, *args: object) -> None:
+    def on_resume(self, run: str, *args: object, **kwargs: object) -> None:
         conn().rpush(events(run), f"resume:{self.progress.cursor}")
 
-    def on_stop(self, run: str, *args: object) -> None:
+    def on_stop(self, run: str, *args: object, **kwargs: object) -> None:
         conn().rpush(events(run), f"stop:{self.progress.items}")
 
-    def on_complete(self, run: str, *args: object) -> None:
+    def on_complete(self, run: str, *args: object, **kwargs: object) -> None:
         conn().rpush(events(run), f"complete:{self.progress.items}")
 
 
@@ -94,3 +95,18 @@ class Rows(Hooked):
             if client.blpop([f"i:go:{run}:{row.pk}"], timeout=120) is None:
                 raise RuntimeError(f"row {row.pk}: no go from the test")
         conn().hincrby(marks(run), row.pk, 1)
+
+
+class SlowOnce(Hooked):
+    """Item ``at`` hangs the first time, until the soft time limit ends the segment; later it is quick."""
+
+    job_options = {"soft_time_limit": 2, "time_limit": 120}
+
+    def build_iterator(self, cursor, run: str, count: int, at: int):
+        return djwork.iterate.numbers(0, count, cursor)
+
+    def each(self, number: int, run: str, count: int, at: int) -> None:
+        if number == at and conn().set(f"i:slow:{run}", 1, nx=True):
+            while True:  # Python-level waits: the soft limit's exception lands in this thread
+                time.sleep(0.05)
+        conn().hincrby(marks(run), number, 1)

@@ -120,3 +120,44 @@ def test_an_iteration_killed_three_times_repeats_only_the_rows_since_its_checkpo
     events = [event.decode() for event in raw_redis.lrange(jobs.events(run), 0, -1)]
     assert events[0] == "start" and len([e for e in events if e.startswith("resume:")]) == 3
     assert not any(e.startswith("stop:") for e in events)  # a kill -9 runs no hook
+
+
+@pytest.fixture
+def counting_worker(workers: Workers):
+    return workers.start("-c", "2", "-q", "default", overrides={"LOG_JOBS": False})
+
+
+def test_a_retry_resumes_after_the_last_item_done(raw_redis, counting_worker):
+    run = "retry"
+    jid = jobs.CountTo.delay(run, 300, fail_at=120).jid
+    entry = wait_until(lambda: next((raw for raw, _ in raw_redis.zrange(keys.RETRY, 0, -1, withscores=True)
+                                     if jid.encode() in raw), None), T, "the failed segment in retry")
+    saved = state.peek(jid)
+    assert saved is not None and saved.cursor == 119  # saved as it failed: the item before the failing one
+    raw_redis.zadd(keys.RETRY, {entry: 0}, xx=True)  # due now: the poller brings it back
+    wait_until(lambda: raw_redis.lrange(jobs.events(run), -1, -1) == [b"complete:300"], T, "the retry to complete")
+
+    assert _marks(raw_redis, run) == dict.fromkeys(range(300), 1)  # nothing done twice, nothing skipped
+    assert [event.decode() for event in raw_redis.lrange(jobs.events(run), 0, -1)] == [
+        "start", "resume:119", "complete:300"]
+
+
+def test_a_cancel_stops_the_iteration_after_the_item_in_flight(raw_redis, counting_worker):
+    run = "cancel"
+    jobs.CancelSelf.delay(run, 1_000, 10)
+    wait_until(lambda: raw_redis.lrange(jobs.events(run), -1, -1) == [b"stop:11"], T, "the cancelled stop")
+    wait_until(lambda: not raw_redis.llen(keys.queue("default")) and not any(
+        raw_redis.llen(key) for key in raw_redis.scan_iter(match="djwork:inprogress:*")), T, "the job to end")
+    assert _marks(raw_redis, run) == dict.fromkeys(range(11), 1)  # item 10 finished; 11 never started
+    assert raw_redis.lrange(jobs.events(run), 0, -1) == [b"start", b"stop:11"]
+
+
+def test_a_soft_time_limit_sends_the_iteration_back_to_its_queue(raw_redis, counting_worker):
+    run = "soft"
+    jid = jobs.SlowOnce.delay(run, 40, 7).jid
+    wait_until(lambda: raw_redis.lrange(jobs.events(run), -1, -1) == [b"complete:40"], T, "the iteration to end")
+    assert _marks(raw_redis, run) == dict.fromkeys(range(40), 1)  # item 7, cut short, was done once after
+    assert raw_redis.lrange(jobs.events(run), 0, -1) == [b"start", b"stop:7", b"resume:6", b"complete:40"]
+    assert raw_redis.zcard(keys.RETRY) == 0  # not a failure: no retry spent
+    wait_until(lambda: [entry.status for entry in history_runs(raw_redis) if entry.jid == jid] == [
+        "rescheduled", "ok"], T, "two segments in the history")

@@ -4,10 +4,11 @@ The contract (docs/iterable.md): the saved cursor is always the cursor of an
 item whose ``each`` returned, so a resumed segment never repeats an item that
 was done and checkpointed. A segment stops between two items when the worker
 quiets or stops (``Interrupted``: the run hook sends the job back to its
-queue), when the job was cancelled (``djwork.revoke``: it ends as done), and
-on an exception in ``each`` (saved first, so the retry resumes after the last
-item done). Only a ``kill -9`` loses the items since the last checkpoint,
-which the next segment runs again.
+queue), at a soft time limit (the same, the item in flight run again), when
+the job was cancelled (``djwork.revoke``: it ends as done), and on an
+exception in ``each`` (saved first, so the retry resumes after the last item
+done). Only a ``kill -9`` loses the items since the last checkpoint, which
+the next segment runs again.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from djwork.conf import get_config
+from djwork.exceptions import SoftTimeLimitExceeded
 from djwork.iterable import state
 from djwork.iterable.job import _progress
 from djwork.revoke_flag import revoked
@@ -53,7 +55,7 @@ def walk(job: IterableJob, request: Request) -> None:
     progress.segments += 1
     token = _progress.set(progress)
     try:
-        if progress.resumed or progress.items:
+        if progress.resumed:
             job.on_resume(*args, **kwargs)
         else:
             job.on_start(*args, **kwargs)
@@ -65,33 +67,46 @@ def walk(job: IterableJob, request: Request) -> None:
 
         stopping = stop_requested.get() if keep else _never
         cancel_every = job.cancel_check_seconds
-        since = 0
+        since = done_here = 0
         last_save = last_cancel_check = time.monotonic()
         each = job.each
-        for item, cursor in job.build_iterator(progress.cursor, *args, **kwargs):
-            try:
-                each(item, *args, **kwargs)
-            except BaseException:
-                if since:  # the retry resumes after the last item done, not from the last checkpoint
+        try:
+            for item, cursor in job.build_iterator(progress.cursor, *args, **kwargs):
+                try:
+                    each(item, *args, **kwargs)
+                except BaseException as error:
+                    # The retry resumes after the last item done, not from the last checkpoint.
+                    if since and not isinstance(error, SoftTimeLimitExceeded):
+                        checkpoint()
+                    raise
+                progress.cursor = cursor
+                progress.items += 1
+                since += 1
+                done_here += 1
+                if since >= every or time.monotonic() - last_save >= seconds:
                     checkpoint()
-                raise
-            progress.cursor = cursor
-            progress.items += 1
-            since += 1
-            if since >= every or time.monotonic() - last_save >= seconds:
-                checkpoint()
-                since, last_save = 0, time.monotonic()
-            if stopping():
-                checkpoint()
-                job.on_stop(*args, **kwargs)
-                raise Interrupted(f"interrupted after {progress.items} items (segment {progress.segments}); "
-                                  "back to its queue to resume")
-            if keep and (cancel_every <= 0 or time.monotonic() - last_cancel_check >= cancel_every):
-                last_cancel_check = time.monotonic()
-                if revoked(jid):
-                    state.delete(jid)
+                    since, last_save = 0, time.monotonic()
+                if stopping():
+                    checkpoint()
                     job.on_stop(*args, **kwargs)
-                    return None
+                    raise Interrupted(f"interrupted after {progress.items} items (segment {progress.segments}); "
+                                      "back to its queue to resume")
+                if keep and (cancel_every <= 0 or time.monotonic() - last_cancel_check >= cancel_every):
+                    last_cancel_check = time.monotonic()
+                    if revoked(jid):
+                        state.delete(jid)
+                        job.on_stop(*args, **kwargs)
+                        return None
+        except SoftTimeLimitExceeded as error:
+            # A segment that made progress goes back to its queue with its cursor, as at a stop; one that
+            # could not finish a single item inside the limit fails as any job past its limit does, or it
+            # would come back forever.
+            if not keep or not done_here:
+                raise
+            checkpoint()
+            job.on_stop(*args, **kwargs)
+            raise Interrupted(f"soft time limit after {progress.items} items (segment {progress.segments}); "
+                              "back to its queue to resume") from error
         if keep:
             state.delete(jid)
         job.on_complete(*args, **kwargs)
