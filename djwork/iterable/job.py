@@ -19,12 +19,12 @@ under the class's dotted path; the class's enqueue verbs (``delay``,
 
 from __future__ import annotations
 
-import contextvars
 import inspect
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
-from djwork.iterable.state import Progress
+from djwork.iterable.state import Progress, current
+from djwork.iterable.walk import walk
 from djwork.jobs import Job
 from djwork.task_class import Request
 
@@ -77,6 +77,16 @@ class IterableJob(Job):
         if cls.build_iterator is IterableJob.build_iterator or cls.each is IterableJob.each:
             raise TypeError(f"{cls.__module__}.{cls.__qualname__}: an IterableJob defines both "
                             "build_iterator(cursor, ...) and each(item, ...)")
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        # Checked when the class is defined: a bad interval found by the first run would fail every run.
+        items, seconds, cancel = cls.checkpoint_items, cls.checkpoint_seconds, cls.cancel_check_seconds
+        if items is not None and (isinstance(items, bool) or not isinstance(items, int) or items < 1):
+            raise TypeError(f"{where}: checkpoint_items must be None or an integer >= 1, got {items!r}")
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                    or seconds <= 0):
+            raise TypeError(f"{where}: checkpoint_seconds must be None or a number > 0, got {seconds!r}")
+        if isinstance(cancel, bool) or not isinstance(cancel, (int, float)) or cancel < 0:
+            raise TypeError(f"{where}: cancel_check_seconds must be a number >= 0, got {cancel!r}")
         parameters = list(inspect.signature(cls.build_iterator).parameters.values())[2:]  # self, cursor
 
         def iteration(*args: Any, **kwargs: Any) -> None:
@@ -110,11 +120,9 @@ class IterableJob(Job):
     @property
     def progress(self) -> Progress:
         """The running iteration's progress (this thread's or task's; a fresh one outside a run)."""
-        return _progress.get() or Progress()
+        return current.get() or Progress()
 
     def run(self, request: Request) -> Any:
-        from djwork.iterable.walk import walk
-
         var = self.request_var()
         token = var.set(request)
         try:
@@ -122,8 +130,6 @@ class IterableJob(Job):
         finally:
             var.reset(token)
 
-
-_progress: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("djwork_iteration", default=None)
 
 for _verb in CLASS_VERBS:
     setattr(IterableJob, _verb, _OnTheInstance(_verb))

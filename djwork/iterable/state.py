@@ -8,6 +8,7 @@ a crash between two commands can't leave a state that never expires.
 
 from __future__ import annotations
 
+import contextvars
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +30,10 @@ class Progress:
     @property
     def resumed(self) -> bool:
         return self.segments > 1
+
+
+# The running iteration's progress, for its job's hooks (``IterableJob.progress``): per thread or task.
+current: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("djwork_iteration", default=None)
 
 
 def load(jid: str) -> Progress:

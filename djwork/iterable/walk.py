@@ -16,16 +16,14 @@ from __future__ import annotations
 import contextvars
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from djwork.conf import get_config
 from djwork.exceptions import SoftTimeLimitExceeded
 from djwork.iterable import state
-from djwork.iterable.job import _progress
 from djwork.revoke_flag import revoked
 
 if TYPE_CHECKING:
-    from djwork.iterable.job import IterableJob
     from djwork.task_class import Request
 
 
@@ -43,7 +41,8 @@ stop_requested: contextvars.ContextVar[Callable[[], bool]] = contextvars.Context
                                                                                    default=_never)
 
 
-def walk(job: IterableJob, request: Request) -> None:
+def walk(job: Any, request: Request) -> None:
+    """One segment of ``job`` (an ``IterableJob``; not imported here: it imports this module)."""
     config = get_config()
     every = job.checkpoint_items or config.iterable_checkpoint_items
     seconds = job.checkpoint_seconds if job.checkpoint_seconds is not None else config.iterable_checkpoint_seconds
@@ -53,7 +52,7 @@ def walk(job: IterableJob, request: Request) -> None:
     keep = bool(jid) and not request.called_directly  # a direct call has no job state to resume
     progress = state.load(jid) if keep else state.Progress()
     progress.segments += 1
-    token = _progress.set(progress)
+    token = state.current.set(progress)
     try:
         if progress.resumed:
             job.on_resume(*args, **kwargs)
@@ -112,4 +111,4 @@ def walk(job: IterableJob, request: Request) -> None:
         job.on_complete(*args, **kwargs)
         return None
     finally:
-        _progress.reset(token)
+        state.current.reset(token)
