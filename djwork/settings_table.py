@@ -259,8 +259,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("RESULT_TTL", 24 * 3600, count, "djwork.E011", "seconds a task result is kept, e.g. 86400", "Jobs",
                 "Seconds a result record (Django Tasks, and a djwork job's `AsyncResult`) is kept after it is"
                 " written; also how long a revoke holds (docs/celery.md)."),
-    SettingSpec("ITERABLE_CHECKPOINT_ITEMS", 100, count, "djwork.E011",
-                "items between an iterable job's checkpoints, e.g. 100", "Jobs",
+    SettingSpec("ITERABLE_CHECKPOINT_ITEMS", 1000, count, "djwork.E011",
+                "items between an iterable job's checkpoints, e.g. 1000", "Jobs",
                 "An iterable job (`djwork.IterableJob`) saves its cursor at least every this many items (or"
                 " `ITERABLE_CHECKPOINT_SECONDS`, whichever comes first): after a `kill -9` at most the items"
                 " since the last checkpoint run again. A job's `checkpoint_items` wins. docs/iterable.md."),
