@@ -110,3 +110,27 @@ class SlowOnce(Hooked):
             while True:  # Python-level waits: the soft limit's exception lands in this thread
                 time.sleep(0.05)
         conn().hincrby(marks(run), number, 1)
+
+
+class GatedCount(Hooked):
+    """``count`` integers; item ``gate`` says so (``i:waiting:<run>``) and waits for the test's go."""
+
+    def build_iterator(self, cursor, run: str, count: int, gate: int):
+        return djwork.iterate.numbers(0, count, cursor)
+
+    def each(self, number: int, run: str, count: int, gate: int) -> None:
+        if number == gate:
+            client = conn()
+            client.rpush(f"i:waiting:{run}", number)
+            if client.blpop([f"i:go:{run}:{number}"], timeout=120) is None:
+                raise RuntimeError(f"item {number}: no go from the test")
+        conn().hincrby(marks(run), number, 1)
+
+
+class UniqueGatedCount(GatedCount):
+    """The same, one copy at a time."""
+
+    job_options = {"unique_for": 600}
+
+    def build_iterator(self, cursor, run: str, count: int, gate: int):
+        return djwork.iterate.numbers(0, count, cursor)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import djwork
 from djwork import keys
 from djwork.iterable import state
 from tests import iterable_jobs as jobs
@@ -161,3 +162,37 @@ def test_a_soft_time_limit_sends_the_iteration_back_to_its_queue(raw_redis, coun
     assert raw_redis.zcard(keys.RETRY) == 0  # not a failure: no retry spent
     wait_until(lambda: [entry.status for entry in history_runs(raw_redis) if entry.jid == jid] == [
         "rescheduled", "ok"], T, "two segments in the history")
+
+
+def _interrupt_at_gate(raw_redis, worker, run: str, gate: int) -> None:
+    _wait_at_gate(raw_redis, run, gate)
+    worker.send(signal.SIGTERM)
+    worker.wait_log("no longer accepting new work", T)
+    _release_gate(raw_redis, run, gate)
+    assert worker.wait_exit(T) == 0
+
+
+def test_a_unique_iterations_lock_lives_until_it_completes(raw_redis, workers: Workers):
+    run = "unique"
+    ref = jobs.UniqueGatedCount.delay(run, 100, 30)
+    _interrupt_at_gate(raw_redis, workers.start("-q", "default"), run, 30)
+    assert jobs.UniqueGatedCount.delay(run, 100, 30).duplicate_of == ref.jid  # interrupted, still locked
+    workers.start("-q", "default")
+    wait_until(lambda: raw_redis.lrange(jobs.events(run), -1, -1) == [b"complete:100"], T, "the iteration to end")
+    wait_until(lambda: jobs.UniqueGatedCount.set(countdown=3600).delay(run, 100, 30).duplicate_of is None, T,
+               "the lock released with the completed iteration")
+    assert _marks(raw_redis, run) == dict.fromkeys(range(100), 1)
+
+
+def test_a_batch_member_counts_done_when_its_iteration_completes(raw_redis, workers: Workers):
+    run = "batch"
+    batch = djwork.Batch(description="iterable member")
+    with batch.jobs():
+        jobs.GatedCount.delay(run, 100, 30)
+    _interrupt_at_gate(raw_redis, workers.start("-q", "default"), run, 30)
+    interrupted = djwork.Batch.status(batch.bid)
+    assert interrupted is not None and interrupted.pending == 1 and interrupted.complete_at is None
+    workers.start("-q", "default")
+    wait_until(lambda: djwork.Batch.status(batch.bid).complete_at is not None, T, "the batch to complete")
+    assert djwork.Batch.status(batch.bid).pending == 0
+    assert _marks(raw_redis, run) == dict.fromkeys(range(100), 1)
