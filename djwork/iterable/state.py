@@ -31,6 +31,11 @@ class Progress:
     def resumed(self) -> bool:
         return self.segments > 1
 
+    @property
+    def cursor_text(self) -> str:
+        """The cursor as JSON, for a page (a dict shown as Python's repr would not be what is stored)."""
+        return orjson.dumps(self.cursor).decode()
+
 
 # The running iteration's progress, for its job's hooks (``IterableJob.progress``): per thread or task.
 current: contextvars.ContextVar[Progress | None] = contextvars.ContextVar("djwork_iteration", default=None)
@@ -41,7 +46,8 @@ def load(jid: str) -> Progress:
     return peek(jid) or Progress()
 
 
-def _parse(jid: str, raw: bytes) -> Progress:
+def parse(jid: str, raw: bytes) -> Progress:
+    """A saved state read back; ValueError naming the key when it is not djwork's."""
     try:
         saved = orjson.loads(raw)
         return Progress(cursor=saved.get("cursor"), items=int(saved.get("items", 0)),
@@ -68,4 +74,4 @@ def delete(jid: str) -> None:
 def peek(jid: str) -> Progress | None:
     """The saved progress of ``jid`` for a reader (dashboard, tests); None when nothing is saved."""
     raw = redis_layer.run(lambda conn: conn.get(keys.iteration(jid)), idempotent=True)
-    return None if raw is None else _parse(jid, raw)
+    return None if raw is None else parse(jid, raw)
