@@ -196,3 +196,19 @@ def test_a_batch_member_counts_done_when_its_iteration_completes(raw_redis, work
     wait_until(lambda: djwork.Batch.status(batch.bid).complete_at is not None, T, "the batch to complete")
     assert djwork.Batch.status(batch.bid).pending == 0
     assert _marks(raw_redis, run) == dict.fromkeys(range(100), 1)
+
+
+def test_a_quieted_worker_hands_the_iteration_to_another(raw_redis, workers: Workers):
+    run = "quiet"
+    jid = jobs.GatedCount.delay(run, 100, 30).jid
+    quieted = workers.start("-q", "default", label="quieted")
+    _wait_at_gate(raw_redis, run, 30)
+    quieted.send(signal.SIGTSTP)
+    quieted.wait_log("no longer accepting new work", T)
+    _release_gate(raw_redis, run, 30)
+    wait_until(lambda: raw_redis.llen(keys.queue("default")) == 1, T, "the iteration back on its queue")
+    assert quieted.alive() and state.peek(jid).cursor == 30  # quiet, not stopped: it just takes no more work
+    workers.start("-q", "default", label="next")
+    wait_until(lambda: raw_redis.lrange(jobs.events(run), -1, -1) == [b"complete:100"], T, "the iteration to end")
+    assert _marks(raw_redis, run) == dict.fromkeys(range(100), 1)
+    assert raw_redis.lrange(jobs.events(run), 0, -1) == [b"start", b"stop:31", b"resume:30", b"complete:100"]
