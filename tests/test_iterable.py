@@ -11,6 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 import djwork
+import djwork.testing
 from djwork import keys
 from djwork.iterable import state
 from djwork.iterable.job import IterableJob
@@ -105,3 +106,15 @@ def test_a_queryset_is_walked_by_primary_key_without_offset():
     assert len(queries) == 3  # 3 + 3 + 1 rows: the short page ends it
     assert not any("OFFSET" in query["sql"].upper() for query in queries.captured_queries)
     assert [row.pk for row, _ in djwork.iterate.queryset(Group.objects.all(), pks[4])] == pks[5:]
+
+
+def test_apply_and_the_testing_modes_run_the_whole_walk_without_saving(raw_redis):
+    result = jobs.CountTo.apply(args=["eager", 4])
+    assert result.successful()
+    with djwork.testing.inline():
+        jobs.CountTo.delay("inline", 3)
+        with pytest.raises(RuntimeError, match="item 2 fails once"):
+            jobs.CountTo.delay("inline-failed", 5, fail_at=2)  # a worker would save its cursor here
+    assert raw_redis.lrange(jobs.events("eager"), 0, -1) == [b"start", b"complete:4"]
+    assert raw_redis.lrange(jobs.events("inline"), 0, -1) == [b"start", b"complete:3"]
+    assert not list(raw_redis.scan_iter(match=f"{keys.ITERATION_PREFIX}*"))

@@ -50,7 +50,9 @@ def walk(job: Any, request: Request) -> None:
     ttl = config.iterable_state_ttl
     args, kwargs = request.args, request.kwargs
     jid = request.id or ""
-    keep = bool(jid) and not request.called_directly  # a direct call has no job state to resume
+    # Only a worker's run saves and resumes: a direct call, apply() and the testing modes run the whole
+    # walk in one go, and nothing would ever resume (or delete) what they saved.
+    keep = bool(jid) and bool(request.hostname) and not request.called_directly and not request.is_eager
     progress = state.load(jid) if keep else state.Progress()
     progress.segments += 1
     token = state.current.set(progress)
