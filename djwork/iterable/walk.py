@@ -63,7 +63,9 @@ def walk(job: Any, request: Request) -> None:
             job.on_start(*args, **kwargs)
 
         base_items = progress.items
-        done_here = 0  # items done in this segment; progress.items is brought up to date when it is read
+        # Items done in this segment, a local for the per-item cost: progress.items is brought up to date
+        # at each checkpoint and before each hook that follows the first item.
+        done_here = 0
 
         def sync() -> None:
             progress.items = base_items + done_here
