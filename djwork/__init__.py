@@ -15,6 +15,7 @@ from djwork.canvas import (
 )
 from djwork.client import EnqueueError
 from djwork.exceptions import RedisUnavailable, SoftTimeLimitExceeded, TimeLimitExceeded
+from djwork.iterable import IterableJob, iterate
 from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.jobs.send_task import send_task
 from djwork.jobs.task_class import Task
@@ -43,6 +44,7 @@ __all__ = [
     "ChordError",
     "EnqueueError",
     "GroupResult",
+    "IterableJob",
     "Job",
     "JobError",
     "JobRef",
@@ -65,6 +67,7 @@ __all__ = [
     "chord",
     "chunks",
     "group",
+    "iterate",
     "job",
     "mark_deploy",
     "periodic",

@@ -13,6 +13,7 @@ from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 
+from djwork.iterable import state
 from djwork.worker.history import append
 from djwork_dashboard.models import Dashboard
 from tests.browser import seed
@@ -180,6 +181,15 @@ def test_busy_lists_processes_and_running_jobs(admin_client, cluster):
                  "OldJob", "0.1 ms", ">web<", "running"):
         assert text in content, text
     assert content.count('name="action" value="quiet"') == 3  # two rows + Quiet all
+
+
+def test_busy_shows_an_iterable_jobs_progress_at_its_last_checkpoint(admin_client, raw_redis):
+    running = seed.job(klass="app.jobs.ExportOrders")
+    seed.process(raw_redis, "web.1:101:aaa111", busy_jobs=[running, seed.job(klass="PlainJob")])
+    state.save(running["jid"], state.Progress(cursor={"pk": 4711}, items=4711, checkpoints=5, segments=2), 600)
+    content = html.unescape(admin_client.get(url("busy")).content.decode())
+    assert '4,711 items done, segment 2, 5 checkpoints; cursor <code class="small">{"pk":4711}</code>' in content
+    assert content.count('class="sub iteration"') == 1  # the plain job shows none
 
 
 def test_busy_quiet_and_stop_push_signals(admin_client, cluster, raw_redis):

@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 
 import djwork
-from djwork.redis import key_bounds
-from tests import batch_jobs, limiter_jobs, unique_jobs, worker_jobs
+from djwork.redis import key_bounds, keys
+from tests import batch_jobs, iterable_jobs, limiter_jobs, unique_jobs, worker_jobs
 from tests.helpers_worker import counts, in_progress_items, wait_beats, wait_until
 
 pytestmark = pytest.mark.slow
 
-TEST_KEYS = "t:"  # what the test jobs write to count themselves (tests/worker_jobs.py)
+TEST_KEYS = ("t:", "i:")  # what the test jobs write to count themselves (tests/worker_jobs.py, iterable_jobs.py)
 
 
 def test_a_drain_leaves_no_undeclared_key_and_no_declared_ttl_missing(workers, raw_redis):
@@ -24,6 +24,8 @@ def test_a_drain_leaves_no_undeclared_key_and_no_declared_ttl_missing(workers, r
         unique_jobs.sync_account.delay(n)
         limiter_jobs.concurrent_job.delay(f"limited-{n}", 0)
         limiter_jobs.windowed_job.delay(f"windowed-{n}")
+    # Fails at its 6th item: its saved cursor waits for the retry in djwork:iteration:<jid>.
+    iterating = iterable_jobs.CountTo.delay("bounds", 10, fail_at=5).jid
     batch = djwork.Batch(description="bounds", on_success=batch_jobs.on_event, keep_results=True)
     with batch.jobs():
         batch_jobs.member.delay_many([(n,) for n in range(5)])
@@ -39,6 +41,7 @@ def test_a_drain_leaves_no_undeclared_key_and_no_declared_ttl_missing(workers, r
 
     wait_until(drained, 60, "every job and the batch's success callback to run")
     wait_until(lambda: len(counts(raw_redis)) >= 35, 30, "the unique jobs to run")  # 30 above + 5 accounts
+    wait_until(lambda: raw_redis.exists(keys.iteration(iterating)), 30, "the iterable job's saved cursor")
     wait_beats(raw_redis, identity, beats=2)  # the heartbeat's metrics and the history's flush are written
     undeclared, missing_ttl = [], []
     for raw in raw_redis.scan_iter(count=1000):

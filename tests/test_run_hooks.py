@@ -15,6 +15,7 @@ from djwork.settings.conf import get_config
 from djwork.worker.history import HistoryRecorder, RunHistory
 from djwork.worker.installed_hooks import installed_hooks
 from djwork.worker.metrics import ExecutionMetrics
+from djwork.worker.process import RunState
 from djwork.worker.run_hooks import HookPlan, JobRun, RunHook
 from djwork.worker.time_limits import TimeLimitWatchdog
 from tests import worker_jobs
@@ -65,7 +66,7 @@ def test_a_hook_sits_only_in_the_phases_it_overrides():
 def test_a_plain_jobs_run_meets_only_the_hooks_every_run_needs():
     config = get_config()
     hooks = installed_hooks(config, "host:1:abc", HistoryRecorder("host:1:abc", 100), ExecutionMetrics(),
-                            TimeLimitWatchdog(), None)
+                            TimeLimitWatchdog(), None, RunState())
     plan = HookPlan(hooks, worker_jobs.record, config)
     phases = plan.phases({"class": "tests.worker_jobs.record", "args": ["x"], "jid": "0" * 24, "queue": "default",
                           "retry": True, "created_at": 1.0, "enqueued_at": 1.0})

@@ -48,6 +48,11 @@ from djwork.api.quarantine import Quarantine, QuarantinedKey  # noqa: E402
 
 __all__ += ["Quarantine", "QuarantinedKey"]
 
+# Iterable jobs' saved progress (docs/iterable.md).
+from djwork.api.iterations import Iterations  # noqa: E402
+
+__all__ += ["Iterations"]
+
 # Unique jobs' locks (docs/unique.md).
 from djwork.api.unique_locks import LockPage, UniqueLock, UniqueLocks  # noqa: E402
 

@@ -351,7 +351,8 @@ def resolve(name: str) -> Job | None:
         obj = import_string(target)
     except ImportError:
         return None
-    return obj if isinstance(obj, Job) else None
+    # A class that registers its instance on import (djwork.IterableJob) is found in the registry then.
+    return obj if isinstance(obj, Job) else registry.get(target)
 
 
 # task_revoked's sender, for the jobs djwork.revoke() removes (djwork/results/revoke_events.py).

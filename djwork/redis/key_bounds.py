@@ -114,6 +114,8 @@ BOUNDS: tuple[KeyBound, ...] = (
              "drops the copy"),
     KeyBound("djwork:history", JOB, cap="HISTORY_MAX_LENGTH runs (10,000)"),
     KeyBound("djwork:result:<id>", JOB, ttl="RESULT_TTL (24 h)"),
+    KeyBound("djwork:iteration:<jid>", JOB, ttl="ITERABLE_STATE_TTL (30 days), deleted when the iteration "
+             "completes"),
     KeyBound("djwork:result-notify:<id>", JOB, ttl="60 s"),
     KeyBound("djwork:result-waiters", JOB, ttl="60 s, renewed by each waiter", cap="a field is deleted when its "
              "result is written"),

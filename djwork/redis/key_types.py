@@ -83,6 +83,7 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.METRICS_HISTOGRAM_PREFIX, "string"),
     (keys.QUEUE_METRICS_PREFIX, "hash"),
     (keys.DEPLOY_LOCK_PREFIX, "string"),
+    (keys.ITERATION_PREFIX, "string"),
 )
 
 # Batches' keys: ``b-<bid>`` and its suffixed companions (docs/batches.md).

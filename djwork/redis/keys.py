@@ -35,6 +35,7 @@ DEAD_BYTES = "djwork:dead-bytes"  # STRING integer: bytes of the `dead` members 
 FINISHED_LATE = "djwork:finished-late"
 ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than once, one per process at a time
 HISTORY = "djwork:history"  # STREAM of executions, one entry per flush of <= 200 runs, capped in runs
+ITERATION_PREFIX = "djwork:iteration:"  # STRING JSON: an iterable job's cursor and progress, TTL ITERABLE_STATE_TTL
 RESULT_PREFIX = "djwork:result:"  # HASH result record (Django Tasks and Celery-style fields), TTL RESULT_TTL
 RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting AsyncResult.get(), EXPIRE 60 s
 # HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);
@@ -114,6 +115,12 @@ def parse_in_progress(key: str) -> tuple[str, str] | None:
     if not sep or not identity or not queue_name:
         return None
     return identity, queue_name
+
+
+def iteration(jid: str) -> str:
+    """STRING ``djwork:iteration:<jid>``: an iterable job's saved cursor, items done, checkpoints and
+    segments (JSON, docs/iterable.md); TTL ITERABLE_STATE_TTL, deleted when its iteration completes."""
+    return f"{ITERATION_PREFIX}{jid}"
 
 
 def result(result_id: str) -> str:

@@ -63,6 +63,9 @@ class Config:
     dead_timeout: float
     history_max_length: int
     result_ttl: int
+    iterable_checkpoint_items: int
+    iterable_checkpoint_seconds: float
+    iterable_state_ttl: int
     results: bool
     result_max_bytes: int
     track_started: bool

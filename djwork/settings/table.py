@@ -265,6 +265,20 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("RESULT_TTL", 24 * 3600, count, "djwork.E011", "seconds a task result is kept, e.g. 86400", "Jobs",
                 "Seconds a result record (Django Tasks, and a djwork job's `AsyncResult`) is kept after it is"
                 " written; also how long a revoke holds (docs/celery.md)."),
+    SettingSpec("ITERABLE_CHECKPOINT_ITEMS", 1000, count, "djwork.E011",
+                "items between an iterable job's checkpoints, e.g. 1000", "Jobs",
+                "An iterable job (`djwork.IterableJob`) saves its cursor at least every this many items (or"
+                " `ITERABLE_CHECKPOINT_SECONDS`, whichever comes first): after a `kill -9` at most the items"
+                " since the last checkpoint run again. A job's `checkpoint_items` wins. docs/iterable.md."),
+    SettingSpec("ITERABLE_CHECKPOINT_SECONDS", 5.0, seconds, "djwork.E010",
+                "seconds between an iterable job's checkpoints, e.g. 5", "Jobs",
+                "An iterable job saves its cursor at least this often while it runs; a job's"
+                " `checkpoint_seconds` wins. docs/iterable.md."),
+    SettingSpec("ITERABLE_STATE_TTL", 30 * 24 * 3600, count, "djwork.E011",
+                "seconds an iterable job's saved cursor is kept, e.g. 2592000 (30 days)", "Jobs",
+                "Seconds an iterable job's state (cursor, items done, segments) is kept after its last"
+                " checkpoint; deleted at once when the iteration completes. docs/iterable.md.",
+                doc_default="`2592000` (30 days)"),
     SettingSpec("RESULTS", False, flag, "djwork.E017", "True stores each djwork job's outcome for AsyncResult.",
                 "Jobs",
                 "Store each djwork job's outcome (return value or error) for `AsyncResult`, as Celery with a result"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from djwork.batches.run_hook import BatchRun
 from djwork.jobs.task_events import CeleryEvents
+from djwork.iterable.run_hook import IterableRun
 from djwork.middleware import resolve_all
 from djwork.periodic.run_hook import PeriodicLockRetake
 from djwork.worker.expiry import Expiry
@@ -34,11 +35,13 @@ if TYPE_CHECKING:
     from djwork.settings.conf import Config
     from djwork.worker.history import HistoryRecorder
     from djwork.worker.metrics import ExecutionMetrics
+    from djwork.worker.process import RunState
     from djwork.worker.time_limits import TimeLimitWatchdog
 
 
 def installed_hooks(config: Config, identity: str, history: HistoryRecorder, metrics: ExecutionMetrics | None,
-                    watchdog: TimeLimitWatchdog | None, after_time_out: Callable[[], None] | None) -> list[RunHook]:
+                    watchdog: TimeLimitWatchdog | None, after_time_out: Callable[[], None] | None,
+                    run_state: RunState) -> list[RunHook]:
     """Every hook a worker process's runs may see; a hook whose feature is off is left out here."""
     middleware = resolve_all(config.server_middleware)
     hooks: list[Any] = [
@@ -47,6 +50,7 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
         BatchRun(config),
         TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,
         LimiterAdmission(config),
+        IterableRun(run_state),
         ServerMiddleware(middleware) if middleware else None,
         CeleryEvents(),
         TrackStarted(config, identity),

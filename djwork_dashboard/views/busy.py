@@ -34,6 +34,8 @@ def busy(request: HttpRequest) -> HttpResponse:
     return render_page(request, "djwork_dashboard/busy.html", {
         "processes": processes, "works": works + taken, "taken": len(taken), "leader": api.ProcessSet.leader(),
         "busy": busy, "total_busy": sum(busy.values()),
+        # An iterable job's progress at its last checkpoint (docs/iterable.md): one MGET for the page.
+        "iterations": api.Iterations.of([work.job.jid for work in works + taken]),
         "total_concurrency": sum(process.concurrency for process in processes),
         "total_rss": sum(process.rss_kb for process in processes),
         "refresh_seconds": REFRESH_SECONDS,
