@@ -29,7 +29,7 @@ def main() -> None:
     try:
         setup_django()
         import djwork
-        from djwork.task_class import Request
+        from djwork.jobs.task_class import Request
 
         class EmptyEach(djwork.IterableJob):
             def build_iterator(self, cursor, count):

@@ -12,9 +12,9 @@ from django.test.utils import CaptureQueriesContext
 
 import djwork
 import djwork.testing
-from djwork import keys
 from djwork.iterable import state
 from djwork.iterable.job import IterableJob
+from djwork.redis import keys
 from tests import iterable_jobs as jobs
 
 

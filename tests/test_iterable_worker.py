@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 import djwork
-from djwork import keys
 from djwork.iterable import state
+from djwork.redis import keys
 from tests import iterable_jobs as jobs
 from tests.helpers_worker import ROOT, Workers, history_runs, wait_until
 

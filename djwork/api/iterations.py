@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from djwork import keys
 from djwork.api.access import read
 from djwork.iterable.state import Progress, parse
+from djwork.redis import keys
 
 
 class Iterations:

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 from djwork.iterable.state import Progress, current
 from djwork.iterable.walk import walk
 from djwork.jobs import Job
-from djwork.task_class import Request
+from djwork.jobs.task_class import Request
 
 # The enqueue verbs a subclass answers on the class itself (``MyJob.delay(...)``), as a function job does.
 CLASS_VERBS = ("delay", "perform_async", "perform_in", "perform_at", "apply_async", "delay_many",

@@ -14,14 +14,14 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from djwork import keys, scripts
 from djwork import redis as redis_layer
 from djwork.iterable.job import IterableJob
 from djwork.iterable.walk import Interrupted, stop_requested
+from djwork.redis import keys, scripts
 from djwork.worker.run_hooks import RESCHEDULED, JobRun, RunHook
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
     from djwork.worker.process import RunState
 
 logger = logging.getLogger("djwork")

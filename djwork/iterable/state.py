@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from djwork import keys
 from djwork import redis as redis_layer
+from djwork.redis import keys
 
 
 @dataclass

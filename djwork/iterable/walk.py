@@ -19,13 +19,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from djwork.conf import get_config
 from djwork.exceptions import SoftTimeLimitExceeded
 from djwork.iterable import state
-from djwork.revoke_flag import revoked
+from djwork.results.revoke_flag import revoked
+from djwork.settings.conf import get_config
 
 if TYPE_CHECKING:
-    from djwork.task_class import Request
+    from djwork.jobs.task_class import Request
 
 
 class Interrupted(Exception):

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from djwork.batches.run_hook import BatchRun
-from djwork.jobs.task_events import CeleryEvents
 from djwork.iterable.run_hook import IterableRun
+from djwork.jobs.task_events import CeleryEvents
 from djwork.middleware import resolve_all
 from djwork.periodic.run_hook import PeriodicLockRetake
 from djwork.worker.expiry import Expiry
