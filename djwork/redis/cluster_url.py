@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from django.core.checks import CheckMessage, Error
 
-from djwork.settings.kinds import Invalid, host_and_port
+from djwork.settings.kinds import Invalid, credentials_and_hosts
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 DEFAULT_PORT = 6379
@@ -50,14 +50,7 @@ def cluster_url(value: Any) -> ClusterUrl:
     if not is_cluster_url(value):
         raise Invalid(f"a {' or '.join(scheme + '://' for scheme in CLUSTER_SCHEMES)} URL")
     parts = urlsplit(value)
-    credentials, _, hosts = parts.netloc.rpartition("@")
-    username, _, password = credentials.partition(":")
-    entries = [entry.strip() for entry in hosts.split(",")]
-    if not any(entries):
-        raise Invalid("a cluster URL naming at least one node host:port")
-    if not all(entries):
-        raise Invalid("a cluster URL without an empty host between commas")
-    nodes = tuple(host_and_port(entry, DEFAULT_PORT, "cluster node") for entry in entries)
+    username, password, nodes = credentials_and_hosts(parts, DEFAULT_PORT, "cluster", "node")
     if parts.path.strip("/") not in ("", "0"):
         raise Invalid(f"a cluster URL with database 0 or none (a Redis Cluster has only 0), not {parts.path!r}")
     options: dict[str, Any] = {}

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from django.core.checks import CheckMessage, Error
 
@@ -219,6 +219,24 @@ def is_sentinel_url(value: Any) -> bool:
     return isinstance(value, str) and value.lower().startswith(f"{SENTINEL_SCHEME}://")
 
 
+def credentials_and_hosts(
+    parts: SplitResult, default_port: int, what: str, host: str
+) -> tuple[str, str, tuple[tuple[str, int], ...]]:
+    """(username, password, hosts) of a URL naming a list of hosts (a sentinel's, a cluster's), the credentials
+    still quoted; ``Invalid`` naming ``what`` for an empty list or an empty host between commas.
+
+    urlsplit's .hostname/.port can't read a list of hosts: the netloc is split by hand.
+    """
+    credentials, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = credentials.partition(":")
+    entries = [entry.strip() for entry in hosts.split(",")]
+    if not any(entries):
+        raise Invalid(f"a {what} URL naming at least one {host} host:port")
+    if not all(entries):
+        raise Invalid(f"a {what} URL without an empty host between commas")
+    return username, password, tuple(host_and_port(entry, default_port, host) for entry in entries)
+
+
 def host_and_port(entry: str, default_port: int, what: str) -> tuple[str, int]:
     """``host[:port]`` or ``[v6]:port`` of a list of hosts in a URL (a sentinel's, a cluster node's)."""
     host, port = entry, ""
@@ -244,15 +262,7 @@ def sentinel_url(value: Any) -> SentinelUrl:
     if not is_sentinel_url(value):
         raise Invalid(f"a {SENTINEL_SCHEME}:// URL")
     parts = urlsplit(value)
-    # urlsplit's .hostname/.port can't read a list of hosts: split the netloc by hand.
-    credentials, _, hosts = parts.netloc.rpartition("@")
-    username, _, password = credentials.partition(":")
-    entries = [entry.strip() for entry in hosts.split(",")]
-    if not any(entries):
-        raise Invalid("a sentinel URL naming at least one sentinel host:port")
-    if not all(entries):
-        raise Invalid("a sentinel URL without an empty host between commas")
-    sentinels = tuple(host_and_port(entry, SENTINEL_PORT, "sentinel") for entry in entries)
+    username, password, sentinels = credentials_and_hosts(parts, SENTINEL_PORT, "sentinel", "sentinel")
     path = parts.path.split("/")
     if len(path) < 2 or not path[1]:
         raise Invalid("a sentinel URL naming the master's service name after the hosts (.../mymaster/0)")
