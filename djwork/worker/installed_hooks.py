@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from djwork.batches.run_hook import BatchRun
+from djwork.canvas.replace_run import ReplacedRuns
 from djwork.cron.run_hook import PeriodicLockRetake
 from djwork.middleware import resolve_all
 from djwork.task_events import CeleryEvents
@@ -52,6 +53,7 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
         TrackStarted(config, identity),
         DjangoTaskResults(identity),
         ResultRecords(config),
+        ReplacedRuns(),
         PeriodicLockRetake(),
         RunHistory(history),
         ExecutionMetricsHook(metrics) if metrics is not None else None,
