@@ -28,7 +28,7 @@ from typing import Any
 
 from djwork.canvas import plan as plans
 from djwork.canvas.shapes import chain, chord, group
-from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
+from djwork.canvas.signature import HAND_ON, LINK_OPTIONS, CanvasError, Signature
 from djwork.payload import new_jid
 from djwork.result_record import PAYLOAD_FIELD
 
@@ -158,9 +158,11 @@ class Compiler:
             return Step(own, [Entry(sig, own.bid)], "one")
         if not isinstance(node, group):
             raise CanvasError(f"a chain step is a task or a group, not {node!r}")
-        own = self.new_plan(f"{where} group of {len(node.tasks)}", "all", container)
         if not node.tasks and index > 0:
-            raise CanvasError("an empty group after a chain step is not supported (it has no job to start)")
+            # Celery calls what follows an empty group with [] (an empty chord header's body); a batch with
+            # no job would have nothing to start it once the step before ends: one job hands on [].
+            return self.step(Signature(HAND_ON, [[]], immutable=True), index, total, container)
+        own = self.new_plan(f"{where} group of {len(node.tasks)}", "all", container)
         return Step(own, [entry for task in node.tasks for entry in self.member(task, own)], "all")
 
     def chain(self, nodes: list[Any], options: dict[str, Any], container: plans.Plan | None) -> list[Step]:
