@@ -48,6 +48,24 @@ def _died(bid: str) -> list[str]:
     return sorted(value.decode() if isinstance(value, bytes) else str(value) for value in found)
 
 
+def pending_jobs(bid: str) -> list[str]:
+    """The jobs still pending in batch ``bid`` and, down its ``b-<bid>`` members, in its child batches
+    (a nested chain's later steps too: their batches and jids are written with the canvas)."""
+    found: list[str] = []
+    todo = [bid]
+    for _ in range(10_000):  # bounded: a loop of parents would not end otherwise
+        if not todo:
+            break
+        key = keys.batch_jids(todo.pop())
+        members = redis_layer.run(lambda conn, key=key: conn.smembers(key), idempotent=True)
+        for member in sorted(value.decode() if isinstance(value, bytes) else str(value) for value in members):
+            if member.startswith("b-"):
+                todo.append(member[2:])
+            else:
+                found.append(member)
+    return found
+
+
 def failed_jid(bid: str) -> str | None:
     """A job that died in this batch, looked for down its dead child batches (``b-<bid>`` members)."""
     for _ in range(64):  # a canvas is never nested deeper; a loop of parents would not end otherwise
@@ -133,10 +151,13 @@ class GroupRef:
         return status.succeeded if status is not None else 0
 
     def revoke(self) -> list[bool]:
-        """``djwork.revoke`` each member: True where it was found waiting and removed (docs/celery.md, Revoke)."""
+        """``djwork.revoke`` each member: True where it was found waiting and removed (docs/celery.md, Revoke).
+        A nested canvas member (``b-<bid>``) is every job still pending in it, a step not yet pushed
+        included (its flag drops it when it is): True where one of them was found waiting."""
         from djwork.revoke import revoke
 
-        return [revoke(jid) for jid in self.jids]
+        return [any([revoke(jid) for jid in pending_jobs(slot[2:])]) if slot.startswith("b-") else revoke(slot)
+                for slot in self.jids]
 
     def get(self, timeout: float | None = None, propagate: bool = True) -> list[Any]:
         """The results in order, once every member succeeded; a member's death raises CanvasError."""
