@@ -68,3 +68,22 @@ def test_an_empty_group_after_a_chain_step_hands_on_an_empty_list_as_celery_does
     assert at_the_end.get(timeout=30) == []
     seen = calls(raw_redis)
     assert seen.count("add 1 2") == 1 and seen.count("tsum 0") == 1 and seen.count("add 3 4") == 1
+
+
+def test_results_carry_the_root_id_and_parent_id_the_jobs_themselves_see(workers):
+    chained = (cj.ids.si(1) | cj.ids.si(2) | cj.ids.si(3)).delay()
+    grouped = djwork.group(cj.ids.si(4), cj.ids.si(5)).delay().save()
+    alone = cj.ids.apply_async((6,), ignore_result=False)
+
+    workers.start("-c", "2", overrides={"LOG_JOBS": False})
+
+    # Each ref's attributes are what its job's self.request held (Celery's lineage).
+    assert chained.get(timeout=30) == [chained.root_id, chained.parent_id, 3]
+    assert chained.parent.get(timeout=30) == [chained.root_id, chained.parent.parent_id, 2]
+    assert (chained.parent.parent.root_id, chained.parent.parent.parent_id) == (chained.parent.parent.id, None)
+    assert chained.root_id == chained.parent.parent.id and chained.parent_id == chained.parent.id
+    members = djwork.GroupResult.restore(grouped.id).results
+    assert [member.get(timeout=30) for member in members] == [[member.root_id, None, i]
+                                                             for member, i in zip(members, (4, 5), strict=True)]
+    assert members[0].root_id == members[0].id == grouped.root_id
+    assert alone.get(timeout=30) == [alone.root_id, alone.parent_id, 6] == [alone.id, None, 6]
