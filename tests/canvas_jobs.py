@@ -130,3 +130,10 @@ def raises_replacement(self, x, how):
               "again": replaced_by.s(x, "task")}
     raise self.replace(shapes[how])
     _note("raises_replacement went on after replace()")  # never: replace() raised
+
+
+@djwork.job(bind=True)
+async def async_raises_replacement(self, x):
+    """``raise self.replace(...)`` from a coroutine job, which runs on the worker's event loop."""
+    _note(f"async_raises_replacement {x}")
+    raise self.replace(add.s(x, 100))

@@ -20,6 +20,7 @@ def test_raise_and_return_replace_hand_on_the_replacements_value_inside_and_outs
              for x, how in ((4, "task"), (5, "chain"), (6, "group"))}
     raised_alone = cj.raises_replacement.apply_async((7, "task"), ignore_result=False)
     twice = cj.raises_replacement.apply_async((8, "again"), ignore_result=False)  # replaced by one that replaces
+    on_the_loop = djwork.chain(cj.async_raises_replacement.s(9), cj.mul.s(2)).delay()
 
     workers.start("-c", "4", overrides={"LOG_JOBS": False})
 
@@ -30,13 +31,15 @@ def test_raise_and_return_replace_hand_on_the_replacements_value_inside_and_outs
     assert alone["group"].get(timeout=30) == [7, 8]
     assert raised_alone.get(timeout=30) == 107
     assert twice.get(timeout=30) == 108
+    assert on_the_loop.get(timeout=30) == 218
     assert djwork.AsyncResult(raised_alone.id).state == "SUCCESS"
     seen = calls(raw_redis)
     assert "raises_replacement went on after replace()" not in seen
     # Each job once: a Replaced taken for a failure would have retried the job and replaced it again.
     for call in ("raises_replacement 1 task", "add 1 100", "mul 101 2", "raises_replacement 2 chain", "add 2 1",
                  "mul 3 10", "add 3 1", "add 3 2", "replaced_by 4 task", "add 4 100", "add 5 1", "mul 6 10",
-                 "add 6 1", "add 6 2", "raises_replacement 7 task", "add 7 100", "replaced_by 8 task", "add 8 100"):
+                 "add 6 1", "add 6 2", "raises_replacement 7 task", "add 7 100", "replaced_by 8 task", "add 8 100",
+                 "async_raises_replacement 9", "add 9 100", "mul 109 2"):
         assert seen.count(call) == 1, (call, seen)
     assert raw_redis.zcard("retry") == 0 and raw_redis.zcard("dead") == 0
 
