@@ -62,10 +62,12 @@ def test_revoking_a_group_revokes_its_nested_members_jobs_too(workers, raw_redis
 
 
 def test_an_empty_group_after_a_chain_step_hands_on_an_empty_list_as_celery_does(workers, raw_redis):
-    to_body = (cj.add.s(1, 2) | djwork.group() | cj.tsum.s()).delay()
-    at_the_end = djwork.chain(cj.add.s(3, 4), djwork.group()).delay()
+    # On a queue of their own, which is all the worker takes: the job standing for the empty group runs
+    # on its step's queue (on `default`, nothing would take it).
+    to_body = (cj.add.s(1, 2).set(queue="low") | djwork.group() | cj.tsum.s().set(queue="low")).delay()
+    at_the_end = djwork.chain(cj.add.s(3, 4).set(queue="low"), djwork.group()).delay()
 
-    workers.start("-c", "2", overrides={"LOG_JOBS": False})
+    workers.start("-c", "2", "-q", "low", overrides={"LOG_JOBS": False})
 
     assert to_body.get(timeout=30) == 0  # tsum([])
     assert at_the_end.get(timeout=30) == []

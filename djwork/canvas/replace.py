@@ -67,9 +67,10 @@ def _compile(node: Any, bid: str, root_id: str | None, wrap_task: bool) -> tuple
     return compiler, into, entries
 
 
-def _ending_as(node: Any, jid: str) -> Any:
+def _ending_as(node: Any, jid: str, queue: str) -> Any:
     """``node`` with its last job running as ``jid``, so its value becomes that id's result; a node that
-    ends in a group gets one more job, ``hand_on``, that makes the group's list its result."""
+    ends in a group gets one more job, ``hand_on``, on ``queue`` (the replaced job's: the default queue
+    may have no worker), that makes the group's list its result."""
     steps, options = steps_of(as_node(node, "replace"))
     if not steps:
         raise CanvasError("replace(): an empty chain has nothing to replace the job with")
@@ -77,7 +78,7 @@ def _ending_as(node: Any, jid: str) -> Any:
     if isinstance(last, Signature):
         steps[-1] = last.clone(jid=jid)
     else:
-        steps.append(Signature(HAND_ON, options={"jid": jid}))
+        steps.append(Signature(HAND_ON, options={"jid": jid, "queue": queue}))
     return steps[0] if len(steps) == 1 and not options else chain(*steps, **options)
 
 
@@ -90,7 +91,7 @@ def replace(task: Any, sig: Any) -> Any:
     if not request.id:
         raise CanvasError("replace() works in a job run by a worker (or by apply()): "
                           "a job called as a function has no id to hand over")
-    node = _ending_as(sig, request.id)
+    node = _ending_as(sig, request.id, request.queue)
     bid = runtime.bid_of(request.payload)
     if bid is None:
         _replace_alone(request, node)
