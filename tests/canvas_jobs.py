@@ -120,3 +120,20 @@ def adds_to_chord(self, x):
 def ids(self, i):
     """Celery's integration task of the same name: its root_id, its parent_id and its argument."""
     return [self.request.root_id, self.request.parent_id, i]
+
+
+@djwork.job(bind=True)
+def raises_replacement(self, x, how):
+    """Celery's own spelling, ``raise self.replace(...)``: the run ends at the raise, as a success."""
+    _note(f"raises_replacement {x} {how}")
+    shapes = {"task": add.s(x, 100), "chain": add.s(x, 1) | mul.s(10), "group": djwork.group(add.s(x, 1), add.s(x, 2)),
+              "again": replaced_by.s(x, "task")}
+    raise self.replace(shapes[how])
+    _note("raises_replacement went on after replace()")  # never: replace() raised
+
+
+@djwork.job(bind=True)
+async def async_raises_replacement(self, x):
+    """``raise self.replace(...)`` from a coroutine job, which runs on the worker's event loop."""
+    _note(f"async_raises_replacement {x}")
+    raise self.replace(add.s(x, 100))

@@ -16,6 +16,8 @@ def test_apply_runs_each_shape_in_process_and_sends_nothing(raw_redis):
     assert djwork.chord([cj.add.s(1, 1), cj.add.s(2, 2)], cj.tsum.s()).apply().get() == 6
     nested = djwork.chain(cj.add.s(1, 1), djwork.group(cj.add.s(1), cj.mul.s(3)), cj.tsum.s())
     assert nested.apply().get() == 3 + 6
+    # replace() in an eager run returns the replacement's value, run eagerly too (Celery's on_replace)
+    assert cj.replaced_by.apply((1, "chain")).get() == 20
     assert raw_redis.keys("*") == [b"t:canvas:calls"]  # only what the jobs noted: no queue, no batch
 
 

@@ -57,7 +57,7 @@ def apply_group(members: list[Any]) -> GroupRef:
     entries = [entry for member in members for entry in compiler.member(member, root)]
     write([root, *compiler.plans], push(entries, compiler.root_id or root.bid))
     # A member's id is its job's, as Celery's GroupResult lists them (a nested canvas's: its batch's b-<bid>).
-    return GroupRef(root.bid, [compiler.task_ids.get(slot, slot) for slot in root.jids])
+    return GroupRef(root.bid, [compiler.task_ids.get(slot, slot) for slot in root.jids], compiler.root_id or None)
 
 
 def apply_chain(node: Any, options: dict[str, Any]) -> ChainRef:
@@ -69,7 +69,7 @@ def apply_chain(node: Any, options: dict[str, Any]) -> ChainRef:
     write(compiler.plans, push(steps[0].entries, compiler.root_id or steps[0].plan.bid))
     return ChainRef([step.plan.bid for step in steps],
                     [step.plan.jids[0] if step.kind == "one" else step.plan.bid for step in steps],
-                    last_kind=steps[-1].kind)
+                    last_kind=steps[-1].kind, root_id=compiler.root_id or None)
 
 
 def apply_chord(node: Any, options: dict[str, Any]) -> ChordRef:

@@ -46,3 +46,10 @@ def call_errback(task_id: str, errback: dict[str, Any]) -> Any:
     request = Request(id=task_id)
     run = _task(sig.task)
     return run(request, exc, found.traceback, *sig.args, **sig.kwargs)
+
+
+@job(name="djwork.canvas.builtins.hand_on")
+def hand_on(value: Any) -> Any:
+    """``value`` as its result (Celery's ``celery.accumulate``): the last job of a replacement or an empty
+    group, which takes an id whose record, or a place in a chain, needs a job's result."""
+    return value

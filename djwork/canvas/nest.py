@@ -28,7 +28,7 @@ from typing import Any
 
 from djwork.canvas import plan as plans
 from djwork.canvas.shapes import chain, chord, group
-from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
+from djwork.canvas.signature import HAND_ON, LINK_OPTIONS, CanvasError, Signature
 from djwork.payload import new_jid
 from djwork.results.record import PAYLOAD_FIELD
 
@@ -147,7 +147,7 @@ class Compiler:
         container = self.new_plan(f"canvas: chain of {len(steps)}", "last", into)
         return self.chain(steps, options, container)[0].entries
 
-    def step(self, node: Any, index: int, total: int, container: plans.Plan | None) -> Step:
+    def step(self, node: Any, index: int, total: int, container: plans.Plan | None, before: Any = None) -> Step:
         where = f"canvas: chain step {index + 1}/{total}"
         if isinstance(node, Signature):
             own = self.new_plan(f"{where} {node.task}", "one", container)
@@ -158,14 +158,20 @@ class Compiler:
             return Step(own, [Entry(sig, own.bid)], "one")
         if not isinstance(node, group):
             raise CanvasError(f"a chain step is a task or a group, not {node!r}")
-        own = self.new_plan(f"{where} group of {len(node.tasks)}", "all", container)
         if not node.tasks and index > 0:
-            raise CanvasError("an empty group after a chain step is not supported (it has no job to start)")
+            # Celery calls what follows an empty group with [] (an empty chord header's body); a batch with
+            # no job would have nothing to start it once the step before ends: one job hands on [], on the
+            # queue of the task before (the default queue may have no worker).
+            queue = before.options.get("queue") if isinstance(before, Signature) else None
+            return self.step(Signature(HAND_ON, [[]], options={"queue": queue} if queue else {}, immutable=True),
+                             index, total, container)
+        own = self.new_plan(f"{where} group of {len(node.tasks)}", "all", container)
         return Step(own, [entry for task in node.tasks for entry in self.member(task, own)], "all")
 
     def chain(self, nodes: list[Any], options: dict[str, Any], container: plans.Plan | None) -> list[Step]:
         """Each step's batch; the entries of step *i+1* as the success callbacks of step *i*."""
-        steps = [self.step(node, index, len(nodes), container) for index, node in enumerate(nodes)]
+        steps = [self.step(node, index, len(nodes), container, nodes[index - 1] if index else None)
+                 for index, node in enumerate(nodes)]
         for before, after in itertools.pairwise(steps):
             after.plan.after = before.plan.bid
             # Celery's parent_id: the task whose result this one receives (a group's: the group's id).

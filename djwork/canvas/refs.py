@@ -48,6 +48,24 @@ def _died(bid: str) -> list[str]:
     return sorted(value.decode() if isinstance(value, bytes) else str(value) for value in found)
 
 
+def pending_jobs(bid: str) -> list[str]:
+    """The jobs still pending in batch ``bid`` and, down its ``b-<bid>`` members, in its child batches
+    (a nested chain's later steps too: their batches and jids are written with the canvas)."""
+    found: list[str] = []
+    todo = [bid]
+    for _ in range(10_000):  # bounded: a loop of parents would not end otherwise
+        if not todo:
+            break
+        key = keys.batch_jids(todo.pop())
+        members = redis_layer.run(lambda conn, key=key: conn.smembers(key), idempotent=True)
+        for member in sorted(value.decode() if isinstance(value, bytes) else str(value) for value in members):
+            if member.startswith("b-"):
+                todo.append(member[2:])
+            else:
+                found.append(member)
+    return found
+
+
 def failed_jid(bid: str) -> str | None:
     """A job that died in this batch, looked for down its dead child batches (``b-<bid>`` members)."""
     for _ in range(64):  # a canvas is never nested deeper; a loop of parents would not end otherwise
@@ -102,9 +120,11 @@ def _wait(bids: list[str], done: str, failing: list[str], timeout: float | None,
 class GroupRef:
     """A group's batch: ``.get()`` returns every member's result, in order."""
 
-    def __init__(self, bid: str, jids: list[str]) -> None:
+    def __init__(self, bid: str, jids: list[str], root_id: str | None = None) -> None:
         self.bid = self.id = bid
         self.jids = jids
+        self.root_id = root_id  # Celery's: the canvas's first task's id (None when restored from an old save)
+        self.parent_id: str | None = None
 
     def __repr__(self) -> str:
         return f"<GroupRef {self.bid} of {len(self.jids)}>"
@@ -133,10 +153,13 @@ class GroupRef:
         return status.succeeded if status is not None else 0
 
     def revoke(self) -> list[bool]:
-        """``djwork.revoke`` each member: True where it was found waiting and removed (docs/celery.md, Revoke)."""
-        from djwork.results.revoke import revoke
+        """``djwork.revoke`` each member: True where it was found waiting and removed (docs/celery.md, Revoke).
+        A nested canvas member (``b-<bid>``) is every job still pending in it, a step not yet pushed
+        included (its flag drops it when it is): True where one of them was found waiting."""
+        from djwork.revoke import revoke
 
-        return [revoke(jid) for jid in self.jids]
+        return [any([revoke(jid) for jid in pending_jobs(slot[2:])]) if slot.startswith("b-") else revoke(slot)
+                for slot in self.jids]
 
     def get(self, timeout: float | None = None, propagate: bool = True) -> list[Any]:
         """The results in order, once every member succeeded; a member's death raises CanvasError."""
@@ -151,7 +174,7 @@ class GroupRef:
         """Keep this group's ids for RESULT_TTL, so ``GroupResult.restore(id)`` finds it in any process (Celery's)."""
         from djwork.settings.conf import get_config
 
-        value = orjson.dumps({"bid": self.bid, "jids": self.jids})
+        value = orjson.dumps({"bid": self.bid, "jids": self.jids, "root_id": self.root_id})
         ttl = get_config().result_ttl
         redis_layer.run(lambda conn: conn.set(keys.saved_group(self.id), value, ex=ttl), idempotent=True)
         return self
@@ -163,7 +186,7 @@ class GroupRef:
         if raw is None:
             return None
         found = orjson.loads(raw)
-        return cls(found["bid"], list(found["jids"]))
+        return cls(found["bid"], list(found["jids"]), found.get("root_id"))
 
     def forget(self) -> None:
         redis_layer.run(lambda conn: conn.delete(keys.saved_group(self.id)), idempotent=True)
@@ -176,7 +199,7 @@ class GroupRef:
         """Each member task's ``AsyncResult`` (a nested canvas member is left out: it has no one id)."""
         from djwork.results import AsyncResult
 
-        return [AsyncResult(jid) for jid in self.jids if not jid.startswith("b-")]
+        return [AsyncResult(jid, root_id=self.root_id) for jid in self.jids if not jid.startswith("b-")]
 
     def __iter__(self) -> Any:
         return iter(self.results)
@@ -186,11 +209,14 @@ class ChainRef:
     """A chain: ``.get()`` returns the last step's result (a task step is the one member of its batch,
     a group step is the group's batch: its results in order)."""
 
-    def __init__(self, bids: list[str], jids: list[str], last_kind: str = "one") -> None:
+    def __init__(self, bids: list[str], jids: list[str], last_kind: str = "one", root_id: str | None = None) -> None:
         self.bids = bids
         self.jids = jids
         self.last_kind = last_kind
         self.id = self.jid = jids[-1]
+        self.root_id = root_id  # Celery's: the chain's first task's id
+        # Celery's: the step whose result the last one receives (a group step's: the group's id)
+        self.parent_id = jids[-2] if len(jids) > 1 else None
 
     def __repr__(self) -> str:
         return f"<ChainRef {len(self.bids)} steps, last {self.id}>"
@@ -200,7 +226,8 @@ class ChainRef:
         """The chain up to the step before the last (its ``.get()`` is that step's result); None for the first."""
         if len(self.bids) < 2:
             return None
-        return ChainRef(self.bids[:-1], self.jids[:-1], "one" if self.jids[-2] != self.bids[-2] else "all")
+        return ChainRef(self.bids[:-1], self.jids[:-1], "one" if self.jids[-2] != self.bids[-2] else "all",
+                        self.root_id)
 
     def ready(self) -> bool:
         exists, success, _death = _claims([self.bids[-1]])[0]
@@ -236,8 +263,8 @@ class ChordRef(ChainRef):
     """A chord (the chain of its header's group and its body): ``.get()`` returns the body's result."""
 
     def __init__(self, chained: ChainRef) -> None:
-        super().__init__(chained.bids, chained.jids, chained.last_kind)
-        self.header = GroupRef(chained.bids[0], [])
+        super().__init__(chained.bids, chained.jids, chained.last_kind, chained.root_id)
+        self.header = GroupRef(chained.bids[0], [], chained.root_id)
         self.body_bid = chained.bids[-1]
 
     def __repr__(self) -> str:

@@ -1,7 +1,11 @@
-"""``self.replace(sig)`` and ``self.add_to_chord(sig)`` (Celery's), from a job running inside a canvas.
+"""``self.replace(sig)`` and ``self.add_to_chord(sig)`` (Celery's), from a running job.
 
-Both add a member to the batch the running job belongs to, in one MULTI, while that job is still
-pending (so the batch can't finish in between):
+``replace`` gives the replacement's last job the running job's id, as Celery freezes the replacement with
+it (a replacement ending in a group gets one more job, ``hand_on``, as Celery appends ``accumulate``): its
+result record is the job's, so ``add_replaced.delay().get()`` returns the replacement's value. Then it
+returns ``Replaced`` for ``Task.replace`` to raise (djwork/canvas/replace_run.py makes the run a success
+that writes no record of its own). Inside a canvas both verbs add a member to the batch the running job
+belongs to, in one MULTI, while that job is still pending (so the batch can't finish in between):
 
 - ``replace``: the replacement canvas becomes a child batch of the job's batch, and takes the job's
   place in the batch's order (``LSET`` of ``b-<bid>-order``), so the value the batch hands on (the next
@@ -11,8 +15,9 @@ pending (so the batch can't finish in between):
 - ``add_to_chord``: a new member of the job's group (a chord header), appended: the body gets its
   result last, as in Celery.
 
-A job outside a canvas (a plain ``delay()``) has no batch to hand a value to: both raise CanvasError.
-docs/canvas.md.
+A job sent on its own is replaced by the replacement alone (pushed, or written as a canvas). In an eager
+run (``task.apply()``) ``replace`` runs the replacement eagerly and returns its value (Celery's).
+``add_to_chord`` outside a canvas raises CanvasError. docs/canvas.md.
 """
 
 from __future__ import annotations
@@ -22,10 +27,11 @@ from typing import Any
 from djwork import redis as redis_layer
 from djwork.batches import runtime
 from djwork.canvas import plan as plans
-from djwork.canvas.nest import Compiler
-from djwork.canvas.shapes import as_node
-from djwork.canvas.signature import CanvasError, Signature
-from djwork.jobs import task_class
+from djwork.canvas.nest import Compiler, steps_of
+from djwork.canvas.shapes import as_node, chain
+from djwork.canvas.signature import HAND_ON, CanvasError, Signature
+from djwork.result_record import PAYLOAD_FIELD, wants_result
+from djwork.task_class import Replaced
 from djwork.redis import keys
 
 
@@ -61,13 +67,62 @@ def _compile(node: Any, bid: str, root_id: str | None, wrap_task: bool) -> tuple
     return compiler, into, entries
 
 
-def replace(task: Any, sig: Any) -> None:
-    """Replace the running job by ``sig`` (a task or any canvas) in the canvas it belongs to."""
+def _ending_as(node: Any, jid: str, queue: str) -> Any:
+    """``node`` with its last job running as ``jid``, so its value becomes that id's result; a node that
+    ends in a group gets one more job, ``hand_on``, on ``queue`` (the replaced job's: the default queue
+    may have no worker), that makes the group's list its result."""
+    steps, options = steps_of(as_node(node, "replace"))
+    if not steps:
+        raise CanvasError("replace(): an empty chain has nothing to replace the job with")
+    last = steps[-1]
+    if isinstance(last, Signature):
+        steps[-1] = last.clone(jid=jid)
+    else:
+        steps.append(Signature(HAND_ON, options={"jid": jid, "queue": queue}))
+    return steps[0] if len(steps) == 1 and not options else chain(*steps, **options)
+
+
+def replace(task: Any, sig: Any) -> Any:
+    """Replace the running job by ``sig`` (a task or any canvas); ``Replaced`` for ``Task.replace`` to raise,
+    or, in an eager run, the replacement's value."""
+    request = task.request
+    if request.is_eager:
+        return as_node(sig, "replace").apply().get()
+    if not request.id:
+        raise CanvasError("replace() works in a job run by a worker (or by apply()): "
+                          "a job called as a function has no id to hand over")
+    node = _ending_as(sig, request.id, request.queue)
+    bid = runtime.bid_of(request.payload)
+    if bid is None:
+        _replace_alone(request, node)
+    else:
+        _replace_in_batch(task, node, bid)
+    return Replaced(f"replaced by {sig!r}")
+
+
+def _replace_alone(request: Any, node: Any) -> None:
+    """A job sent on its own: the replacement, sent as a job or a canvas of its own, ends in its id."""
+    root_id = request.root_id or request.id
+    if isinstance(node, Signature) and not (node.options.get("link") or node.options.get("link_error")):
+        from djwork import client
+
+        payload, at = plans.payload_of(node, fields={"root_id": root_id,
+                                                     PAYLOAD_FIELD: wants_result(request.payload) or None})
+        client.push_reporting(payload, at=at)
+        return
+    compiler = Compiler()
+    compiler.root_id = root_id
+    steps, options = steps_of(node)
+    made = compiler.chain(steps, options, None)
+    plans.write(compiler.plans, plans.push(made[0].entries, compiler.root_id))
+
+
+def _replace_in_batch(task: Any, node: Any, bid: str) -> None:
     jid, bid, _ = _batch_of(task, "replace()")
     place = redis_layer.run(lambda conn: conn.lpos(keys.batch_order(bid), jid), idempotent=True)
     if place is None:
         return  # this job's earlier run already replaced it (it was killed before its ack)
-    compiler, into, entries = _compile(sig, bid, task.request.root_id, wrap_task=True)
+    compiler, into, entries = _compile(node, bid, task.request.root_id, wrap_task=True)
     slot = into.jids[-1]
 
     def join(pipe: Any) -> None:

@@ -25,6 +25,8 @@ LINK_OPTIONS = ("link", "link_error")
 # The jobs behind map, starmap and chunks (djwork/canvas/builtins.py), by name: a worker imports them.
 XMAP = "djwork.canvas.builtins.xmap"
 XSTARMAP = "djwork.canvas.builtins.xstarmap"
+# Hands its argument on: the last job of a replacement that ends in a group, an empty group after a step.
+HAND_ON = "djwork.canvas.builtins.hand_on"
 
 
 # How each canvas is applied (djwork/canvas/plan.py fills this when djwork.canvas is imported, which

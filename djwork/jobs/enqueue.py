@@ -53,6 +53,16 @@ class JobRef(ResultMethods):
         return self.jid
 
     @property
+    def root_id(self) -> str | None:
+        """Celery's: a job sent on its own is its own root."""
+        return self.jid
+
+    @property
+    def parent_id(self) -> None:
+        """Celery's: a job sent on its own has no parent (a chain's steps: ``ChainRef.parent_id``)."""
+        return None
+
+    @property
     def enqueued(self) -> bool:
         """True when this call wrote the job (False: a duplicate, or stopped by middleware)."""
         return self.jid is not None and self.duplicate_of is None

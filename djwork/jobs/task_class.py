@@ -40,6 +40,11 @@ class MaxRetriesExceededError(Exception):
     """``self.retry()`` was called once the job had used up its retries."""
 
 
+class Replaced(Exception):
+    """Raised by ``self.replace(sig)`` once the replacement is sent (Celery raises ``Ignore`` there): the run
+    ends as a success with no result of its own, since the replacement, which took its id, writes it."""
+
+
 # Their names as stored in a failed job's error_class (and shown by the dashboard) since before they
 # moved here: djwork.jobs still exports both.
 Retry.__module__ = MaxRetriesExceededError.__module__ = "djwork.jobs"
@@ -264,10 +269,15 @@ class Task:
 
 
     # --- canvas (djwork/canvas/replace.py fills CANVAS_VERBS) ---------------------------------
-    def replace(self, sig: Any) -> None:
-        """Replace this job, in the canvas it runs in, by ``sig`` (a task or a canvas): its value is handed on
-        instead of this job's return value (Celery's ``Task.replace``; ``return self.replace(sig)``)."""
-        CANVAS_VERBS["replace"](self, sig)
+    def replace(self, sig: Any) -> Any:
+        """Replace this job by ``sig`` (a task or a canvas), which takes over its id: its value is this job's
+        result, and what its canvas hands on (Celery's ``Task.replace``). In a worker it raises ``Replaced``,
+        so ``return self.replace(sig)`` and ``raise self.replace(sig)`` both end the run there; in an eager
+        run (``apply()``) it returns the replacement's value, as Celery's does."""
+        outcome = CANVAS_VERBS["replace"](self, sig)
+        if isinstance(outcome, Replaced):
+            raise outcome
+        return outcome
 
     def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
         """Add ``sig`` to the chord header this job is a member of; the body gets its result last (Celery's)."""

@@ -265,8 +265,12 @@ def _value(record: dict[str, str], propagate: bool) -> Any:
 class AsyncResult(ResultMethods):
     """``djwork.AsyncResult(id)``: look up a job's outcome by its id."""
 
-    def __init__(self, id: str) -> None:
+    def __init__(self, id: str, root_id: str | None = None, parent_id: str | None = None) -> None:
         self.id = id
+        # Celery's lineage of a canvas's task, where whoever builds the result knows it (a group's members);
+        # None from a bare id: the record does not keep them (the running job's self.request has both).
+        self.root_id = root_id
+        self.parent_id = parent_id
 
     def __repr__(self) -> str:
         return f"<AsyncResult: {self.id}>"

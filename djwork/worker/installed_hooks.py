@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from djwork.batches.run_hook import BatchRun
 from djwork.iterable.run_hook import IterableRun
 from djwork.jobs.task_events import CeleryEvents
+from djwork.canvas.replace_run import ReplacedRuns
 from djwork.middleware import resolve_all
 from djwork.periodic.run_hook import PeriodicLockRetake
 from djwork.worker.expiry import Expiry
@@ -56,6 +57,7 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
         TrackStarted(config, identity),
         DjangoTaskResults(identity),
         ResultRecords(config),
+        ReplacedRuns(),
         PeriodicLockRetake(),
         RunHistory(history),
         ExecutionMetricsHook(metrics) if metrics is not None else None,
