@@ -156,7 +156,7 @@ class GroupRef:
         """``djwork.revoke`` each member: True where it was found waiting and removed (docs/celery.md, Revoke).
         A nested canvas member (``b-<bid>``) is every job still pending in it, a step not yet pushed
         included (its flag drops it when it is): True where one of them was found waiting."""
-        from djwork.revoke import revoke
+        from djwork.results.revoke import revoke
 
         return [any([revoke(jid) for jid in pending_jobs(slot[2:])]) if slot.startswith("b-") else revoke(slot)
                 for slot in self.jids]

@@ -30,9 +30,10 @@ from djwork.canvas import plan as plans
 from djwork.canvas.nest import Compiler, steps_of
 from djwork.canvas.shapes import as_node, chain
 from djwork.canvas.signature import HAND_ON, CanvasError, Signature
-from djwork.result_record import PAYLOAD_FIELD, wants_result
-from djwork.task_class import Replaced
+from djwork.jobs import task_class
+from djwork.jobs.task_class import Replaced
 from djwork.redis import keys
+from djwork.results.record import PAYLOAD_FIELD, wants_result
 
 
 def _batch_of(task: Any, what: str) -> tuple[str, str, dict[str, str]]:

@@ -11,11 +11,11 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from djwork.jobs import Job
-from djwork.task_class import Replaced
+from djwork.jobs.task_class import Replaced
 from djwork.worker.run_hooks import OK, JobRun, RunHook
 
 if TYPE_CHECKING:
-    from djwork.conf import Config
+    from djwork.settings.conf import Config
 
 
 class ReplacedRuns(RunHook):

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from djwork.batches.run_hook import BatchRun
+from djwork.canvas.replace_run import ReplacedRuns
 from djwork.iterable.run_hook import IterableRun
 from djwork.jobs.task_events import CeleryEvents
-from djwork.canvas.replace_run import ReplacedRuns
 from djwork.middleware import resolve_all
 from djwork.periodic.run_hook import PeriodicLockRetake
 from djwork.worker.expiry import Expiry
