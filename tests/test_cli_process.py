@@ -16,7 +16,7 @@ from tests import batch_jobs
 from tests.browser import seed
 from tests.helpers_worker import wait_until
 from tests.support.cli import ROOT, command_env, command_line
-from tests.support.signals import assert_quiet_with_the_beat_that_took_the_signal
+from tests.support.signals import assert_quiet_with_the_beat_that_took_the_signal, interruptible
 
 TIMEOUT = 60  # a command's own run is about a second; the bound only keeps a hang from stalling the suite
 
@@ -93,7 +93,7 @@ def test_status_watch_under_a_terminal_refreshes_in_place_until_ctrl_c_then_exit
     seed.push(raw_redis, seed.job())
     controller, terminal = pty.openpty()
     process = subprocess.Popen(command_line("status", "--watch", "--interval", "0.2"), cwd=ROOT, env=command_env(),
-                               stdin=terminal, stdout=terminal, stderr=terminal)
+                               stdin=terminal, stdout=terminal, stderr=terminal, preexec_fn=interruptible)
     os.close(terminal)
     seen = bytearray()
 

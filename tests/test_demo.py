@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.signals import interruptible
+
 ROOT = Path(__file__).resolve().parent.parent
 # runserver's banner: "Starting development server at" on Django 5.2, "Starting WSGI development server at" on 6.x.
 READY = "development server at"
@@ -87,7 +89,7 @@ def test_demo_leaves_no_process_and_frees_its_port(venv_is_current, tmp_path, st
     log_path = tmp_path / "demo.log"
     with open(log_path, "wb") as log:
         demo = subprocess.Popen(["./dev", "demo"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=interruptible)
     try:
         deadline = time.monotonic() + 60
         while READY not in log_path.read_text(errors="replace") or port_is_free(port):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from tests.helpers_worker import wait_until
@@ -27,3 +28,13 @@ def assert_quiet_with_the_beat_that_took_the_signal(redis: Any, identity: str, t
 
     wait_until(quiet_reported, timeout, f"{identity} to report quiet")
     assert len(stamps) <= 2, f"quiet=true came {len(stamps) - 1} beats after the one that took the signal"
+
+
+def interruptible() -> None:
+    """A ``preexec_fn``: the child starts with Ctrl-C's default action, as a command typed at a terminal does.
+
+    A suite started in the background by a non-interactive shell (``./dev test &``, a CI runner) inherits
+    SIGINT ignored, and an exec keeps an ignored signal: the child never saw the test's Ctrl-C (Python
+    installs no handler, bash can't trap it), and the Ctrl-C tests timed out in every such run.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
