@@ -210,7 +210,9 @@ def test_holders_taken_for_dead_that_ran_on_count_one_overage_each_and_warn(raw_
                "the leases to run out on Redis's clock")
     assert release_slots_of("stalled:1:aa") == 3
     set_process_identity("live:2:bb")
-    fresh = [three.acquire(jid=f"new-{index}") for index in range(3)]
+    # The new holders' leases are long: with 0.2 s, a loaded machine let them lapse before their release,
+    # and the stalled ones' releases swept them as lost (a fourth overage).
+    fresh = [concurrent("stall", 3, lock_timeout=60).acquire(jid=f"new-{index}") for index in range(3)]
     assert stats("stall")["overages"] == 0  # freed as orphaned: nobody knows yet that they ran on
     with caplog.at_level(logging.WARNING, logger="djwork.limiter"):
         for slot in stalled:
