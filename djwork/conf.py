@@ -57,6 +57,7 @@ class Config:
     poll_interval_average: float | None
     average_scheduled_poll_interval: float
     max_retries: int
+    failures: str
     limiter_max_reschedules: int
     dead_max_jobs: int
     dead_max_bytes: int

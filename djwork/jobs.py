@@ -115,11 +115,12 @@ class Job(Task, Enqueueing):
         if retry is None:
             # Celery's limits, in the order Celery reads them, become the payload's Sidekiq `retry`.
             retry = next((value for value in (max_retries, retry_kwargs.get("max_retries")) if value is not None),
-                         True)
-        # The payload's `retry` field (not `self.retry`: that is Celery's Task.retry()).
-        self.payload_retry = _check_retry(retry, self.name)
+                         None)
+        # None: the failure rules decide, at enqueue (payload_retry): the FAILURES setting may be changed later.
+        self.declared_retry = None if retry is None else _check_retry(retry, self.name)
         self.max_retries = max_retries if max_retries is not None else (
-            None if retry is True else (0 if retry is False else retry))
+            None if retry in (None, True) else (0 if retry is False else retry))
+        self.failures = option["failures"]
         bind = option.get("bind", False)
         self.bind = bind
         self.default_retry_delay = option["default_retry_delay"]
@@ -179,6 +180,17 @@ class Job(Task, Enqueueing):
 
     def __repr__(self) -> str:
         return f"<djwork.Job {self.name}>"
+
+    @property
+    def payload_retry(self) -> bool | int:
+        """The payload's ``retry`` field (not ``self.retry``: that is Celery's ``Task.retry()``).
+
+        A job that gave no limit gets its failure rules' default: Celery's 3 retries asked for, or
+        Sidekiq's ``True`` (``MAX_RETRIES``, 25).
+        """
+        if self.declared_retry is not None:
+            return self.declared_retry
+        return job_options.CELERY_MAX_RETRIES if self.fails_unless_retried else True
 
     # --- running -------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -321,8 +333,24 @@ def job_class(base: type | None) -> type[Job]:
 
 
 def job(func: Callable[..., Any] | None = None, *, base: type | None = None, **options: Any) -> Any:
-    """Decorator: ``@djwork.job`` or ``@djwork.job(queue=..., retry=..., bind=True, base=MyTask, ...)``."""
+    """Decorator: ``@djwork.job`` or ``@djwork.job(queue=..., retry=..., bind=True, base=MyTask, ...)``.
+
+    Sidekiq's failure rules (every exception retries) unless ``failures=``, a ``base=`` class or the
+    ``FAILURES`` setting says Celery's (docs/celery.md, Failures).
+    """
+    return _decorator(func, base, options, celery=base is not None and base is not Job)
+
+
+def shared_task(func: Callable[..., Any] | None = None, *, base: type | None = None, **options: Any) -> Any:
+    """Celery's decorator: ``@djwork.job`` with Celery's failure rules (an exception fails the job unless it asks
+    for a retry: ``self.retry()``, ``autoretry_for``), as code written for Celery expects."""
+    return _decorator(func, base, options, celery=True)
+
+
+def _decorator(func: Callable[..., Any] | None, base: type | None, options: dict[str, Any], *, celery: bool) -> Any:
     cls = job_class(base)
+    if celery and "failures" not in options and cls.failures is None:
+        options = {**options, "failures": "celery"}
     if func is not None and callable(func):
         return cls(func, **options)
 
@@ -330,9 +358,6 @@ def job(func: Callable[..., Any] | None = None, *, base: type | None = None, **o
         return cls(inner, **options)
 
     return decorate
-
-
-shared_task = job
 
 
 def resolve(name: str) -> Job | None:

@@ -221,6 +221,14 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "Retries before a failing job goes to the dead set, e.g. 25; 0 disables retries.", "Jobs",
         "Retries of a failing job (with `retry=True`) before it goes to the dead set. `0` disables retries."),
     SettingSpec(
+        "FAILURES", "sidekiq", one_of("sidekiq", "celery"), "djwork.E025",
+        '"sidekiq" (every exception retries) or "celery" (an exception fails the job unless it asks to retry).',
+        "Jobs",
+        "What an exception in a `@djwork.job` does when the job sets no `failures=`: `\"sidekiq\"` retries it (up"
+        " to `MAX_RETRIES`, Sidekiq's backoff), `\"celery\"` fails it at once unless it asked for a retry"
+        " (`self.retry()`, `autoretry_for`; at most 3 by default, Celery's `max_retries`). `shared_task` and a"
+        " `djwork.Task` subclass are `\"celery\"` whatever this says. docs/celery.md, Failures."),
+    SettingSpec(
         "SOFT_TIME_LIMIT", None, optional_seconds, "djwork.E073",
         "None (no limit) or seconds, e.g. 300; a job's own soft_time_limit wins.", "Jobs",
         "Default soft time limit in seconds (Celery's `task_soft_time_limit`): `djwork.exceptions."

@@ -162,6 +162,16 @@ class Task:
     acks_on_failure_or_timeout: bool = True
     reject_on_worker_lost: bool = True
     track_started: bool | None = None  # None: the TRACK_STARTED setting decides (Celery's task_track_started)
+    # What an exception does: "celery" fails the job unless it asked for a retry, "sidekiq" retries it; None: the
+    # FAILURES setting decides. A subclass passed as base= is "celery" unless it says otherwise (docs/celery.md).
+    failures: str | None = None
+
+    @property
+    def fails_unless_retried(self) -> bool:
+        """Celery's rule: an exception fails the job unless it asked for a retry (``self.retry``, ``autoretry_for``)."""
+        from djwork.conf import get_config
+
+        return (self.failures or get_config().failures) == "celery"
 
     # --- hooks: called in the worker (and by apply()), each guarded: one that raises is logged ---
     def before_start(self, task_id: str, args: list[Any], kwargs: dict[str, Any]) -> None:

@@ -66,6 +66,8 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("FETCH_TIMEOUT", True, "djwork.E010"),
     ("UNKNOWN_CLASS", "skip", "djwork.E021"),
     ("UNKNOWN_CLASS", None, "djwork.E021"),
+    ("FAILURES", "retry", "djwork.E025"),
+    ("FAILURES", None, "djwork.E025"),
     ("HEALTH_PORT", 0, "djwork.E022"),
     ("HEALTH_HOST", "", "djwork.E023"),
     ("HEALTH_HOST", 8080, "djwork.E023"),
