@@ -27,3 +27,9 @@ def divert_for(always_eager: bool) -> Divert | None:
                                "'djwork' to INSTALLED_APPS (its ready() registers the eager runner)")
         return eager
     return None
+
+
+def runs_at_push(always_eager: bool) -> bool:
+    """Whether a push now runs the job at once (``ALWAYS_EAGER``, ``inline()``), not collects or writes it."""
+    divert = active[-1] if active else (eager if always_eager else None)
+    return divert is not None and divert is eager
