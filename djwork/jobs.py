@@ -27,6 +27,7 @@ themselves, shared with ``job.set(...)``, are in djwork.enqueue.
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -105,6 +106,9 @@ class Job(Task, Enqueueing):
         option = job_options.collect(type(self), where, given)
         self.name = option["name"] or where
         self.queue = enqueue_options.check_queue(option["queue"], self.name)
+        # A job that names its queue keeps it; the others are routed at enqueue (ROUTES, DEFAULT_QUEUE), as
+        # Celery's task_routes and task_default_queue route a task without a queue of its own.
+        self.queue_given = "queue" in given or type(self).queue != Task.queue
         # Acquired by the worker before the body runs, released after (djwork/worker/limits.py).
         self.limits = job_limits(self.name, option.get("limits"), option["rate_limit"])
         self.uniqueness = unique.check(self.name, option.get("unique_for"), option.get("unique_until"),
@@ -272,7 +276,10 @@ class Job(Task, Enqueueing):
         expires = self.expires if expires is None else expires
         if expires is not None:
             extra["expires_at"] = enqueue_options.expires_at(expires, at, self.name)
-        queue = self.queue if queue is None else enqueue_options.check_queue(queue, self.name)
+        if queue is None:
+            queue = self.queue if self.queue_given else routed_queue(self.name, get_config())
+        else:
+            queue = enqueue_options.check_queue(queue, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
         ignore = _check_ignore_result(ignore_result, self.name)
@@ -312,6 +319,19 @@ class Job(Task, Enqueueing):
                     return False
             return all(names[position] in kwargs for position in range(given, self._plain_required))
         return given >= self._plain_required
+
+
+def routed_queue(name: str, config: Any) -> str:
+    """The queue of a job that names none: its ``ROUTES`` entry (exact name, then the first matching glob),
+    else ``DEFAULT_QUEUE``."""
+    routes = config.routes
+    if not routes:
+        return config.default_queue
+    exact = routes.get(name)
+    if exact is not None:
+        return exact
+    return next((queue for pattern, queue in routes.items() if fnmatch.fnmatchcase(name, pattern)),
+                config.default_queue)
 
 
 _classes: dict[type, type[Job]] = {}
