@@ -6,6 +6,8 @@ outcome a Celery user reads: FAILURE at once, ``get()`` raising the task's own e
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.test import override_settings
 
@@ -85,3 +87,13 @@ def test_a_celery_task_that_raises_reads_failure_at_once_under_a_worker(workers,
                       30, "the failed task in dead")
     assert dead[0]["retry_count"] == 0
     assert not [job for job, _score, _raw in zset_jobs(raw_redis, "retry") if job["jid"] == ref.id]
+
+
+def test_self_retry_expires_sets_the_retried_runs_expiry_from_when_it_is_due():
+    requested = djwork.Retry(exc=jobs.Expected("again"), countdown=60, expires=120)
+    now = time.time()  # expires_at never counts from a moment in the past
+    payload = {"class": jobs.asks_to_retry.name, "jid": "j1", "queue": "default", "args": [], "retry": 3}
+    decision = decide(payload, requested, jobs.asks_to_retry, "default", 25, now=now)
+    assert (decision.score, decision.payload["expires_at"]) == (now + 60, now + 180)
+    with pytest.raises(TypeError, match="unsupported option"):
+        jobs.asks_to_retry.retry(queue="low")

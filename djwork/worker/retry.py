@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from djwork.backtrace import encode_backtrace, exception_lines
+from djwork.options import expires_at
 from djwork.task_class import Retry
 from djwork.task_class import Task as Job  # a djwork job is a Task; this module needs no more of djwork.jobs
 
@@ -135,4 +136,7 @@ def decide(payload: dict[str, Any], error: BaseException, job: Job | None, queue
         delay = float(job.retry_kwargs.get("countdown", job.default_retry_delay))
     else:
         delay = sidekiq_backoff(count)
+    if requested is not None and requested.expires is not None:
+        # self.retry(expires=...): the retried run is dropped unrun past it, counted from when it is due.
+        job_payload["expires_at"] = expires_at(requested.expires, now + delay, job_payload.get("class", "job"))
     return Decision("retry", job_payload, now + delay)
