@@ -28,6 +28,23 @@ from djwork.results.revoke import TerminateNotSupported, revoke, revoked
 __version__ = "0.1.0"
 
 
+# Celery names with no djwork object: importing one says what to write instead (docs/celery.md), rather than
+# a bare "cannot import name" after the import swap.
+NOT_IN_DJWORK = {
+    "Celery": "djwork has no app object: delete the project's celery.py (app = Celery(...), "
+              "config_from_object, autodiscover_tasks). djwork reads the CELERY_* settings itself, and runworkers "
+              "imports each app's tasks.py; declare tasks with @djwork.shared_task (docs/celery.md, Settings)",
+    "current_app": "djwork has no app object: use djwork.send_task(name, ...) and djwork.AsyncResult(id), and "
+                   "djwork.jobs.registry for the registered jobs (docs/celery.md)",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in NOT_IN_DJWORK:
+        raise ImportError(f"djwork.{name}: {NOT_IN_DJWORK[name]}", name="djwork")
+    raise AttributeError(f"module 'djwork' has no attribute {name!r}")
+
+
 def mark_deploy(label: str | None = None) -> bool:
     """Mark a deploy on the Metrics charts (default label: the last git commit); docs/metrics.md."""
     from djwork.api.metrics import mark_deploy as mark

@@ -55,3 +55,23 @@ __all__ = [
     "StaleEntry",
     "TimeLimitExceeded",
 ]
+
+
+# Celery's names for djwork's own exceptions, so `from celery.exceptions import TimeoutError` works with the
+# import swapped. Resolved on first use: the modules that define them import much of djwork.
+CELERY_NAMES = {
+    "TimeoutError": ("djwork.results", "ResultTimeout"),
+    "TaskRevokedError": ("djwork.results", "JobRevoked"),
+    "ChordError": ("djwork.canvas", "ChordError"),
+    "Retry": ("djwork.task_class", "Retry"),
+    "MaxRetriesExceededError": ("djwork.task_class", "MaxRetriesExceededError"),
+}
+
+
+def __getattr__(name: str) -> type[BaseException]:
+    if name not in CELERY_NAMES:
+        raise AttributeError(f"module 'djwork.exceptions' has no attribute {name!r}")
+    import importlib
+
+    module, attribute = CELERY_NAMES[name]
+    return getattr(importlib.import_module(module), attribute)

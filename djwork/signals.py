@@ -13,13 +13,34 @@ and neither the job nor the worker notices. Each sending site first checks
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
-from django.dispatch import Signal
+from django.dispatch import Signal as DjangoSignal
 
 from djwork.client.push_hooks import Pushed, PushHook
 
 logger = logging.getLogger("djwork")
+
+
+class Signal(DjangoSignal):
+    """A Django ``Signal`` whose ``connect`` is also Celery's decorator: ``@task_prerun.connect`` and
+    ``@task_prerun.connect(sender=job)`` connect the function and give it back.
+
+    Django's ``connect`` returns None: used as Celery code uses it, the decorated name became None, and the
+    function, held only weakly by the signal, was collected at once, so the receiver was never called.
+    """
+
+    def connect(self, receiver: Callable[..., Any] | None = None, sender: Any = None, weak: bool = True,
+                dispatch_uid: Any = None) -> Any:
+        if receiver is None:
+            def decorate(function: Callable[..., Any]) -> Callable[..., Any]:
+                super(Signal, self).connect(function, sender=sender, weak=weak, dispatch_uid=dispatch_uid)
+                return function
+
+            return decorate
+        super().connect(receiver, sender=sender, weak=weak, dispatch_uid=dispatch_uid)
+        return receiver
 
 # Enqueueing (sender: the job's name). body: the job hash about to be written (a receiver may edit it);
 # headers: id, task, retries, eta, expires of that job; routing_key: its queue.

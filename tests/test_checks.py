@@ -262,7 +262,7 @@ def test_check_ids_are_documented():
     for key in DEFAULTS:
         assert f"`{key}`" in doc, key
     ids = ({check_id for _key, _value, check_id in BAD_VALUES} | {f"djwork.E00{n}" for n in range(4)}
-           | {"djwork.W001", "djwork.W002"})
+           | {"djwork.W001", "djwork.W002", "djwork.W010", "djwork.W011"})
     for check_id in ids:
         assert check_id in doc, check_id
 

@@ -131,9 +131,9 @@ def test_decorator_celery_options_are_stored():
     assert jobs.celery_max_retries.max_retries == 3
 
 
-def test_shared_task_is_the_job_decorator():
-    assert djwork.shared_task is djwork.job
+def test_shared_task_is_the_job_decorator_with_celerys_failure_rules():
     assert isinstance(jobs.shared_bare, djwork.Job)
+    assert (jobs.shared_bare.failures, jobs.add.failures) == ("celery", None)
     assert jobs.shared_bare(2) == 20
     assert jobs.shared_with_options.queue == "low"
     assert jobs.shared_with_options.payload_retry == 2

@@ -17,6 +17,7 @@ from tests.support.settings_values import BAD_VALUES, base_djwork
 DOC = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 SPECS = {spec.name: spec for spec in SETTINGS}
 DICT_CHECK_IDS = {"djwork.E000", "djwork.E001"}  # about the DJWORK dict itself (djwork/settings/checks.py), no key's
+CELERY_CHECK_IDS = {"djwork.W010", "djwork.W011"}  # about CELERY_* settings (djwork/settings/from_celery.py)
 
 
 def doc_rows(prefix: str) -> dict[str, list[str]]:
@@ -48,7 +49,8 @@ def test_every_documented_key_is_in_the_table_with_its_default_and_check_id():
 
 def test_check_ids_table_lists_exactly_the_ids_raised_and_names_their_keys():
     described = doc_rows("djwork.")
-    raised = DICT_CHECK_IDS | {check_id for spec in SETTINGS for check_id in (spec.check_id, *spec.also)}
+    raised = DICT_CHECK_IDS | CELERY_CHECK_IDS | {
+        check_id for spec in SETTINGS for check_id in (spec.check_id, *spec.also)}
     assert set(described) == raised
     for spec in SETTINGS:
         assert f"`{spec.name}" in described[spec.check_id][0], (spec.name, spec.check_id)

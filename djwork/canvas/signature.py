@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from djwork import options as enqueue_options
+from djwork import push_intercept
+from djwork.conf import get_config
 
 # Options a canvas signature may carry: the enqueue options, and the canvas's own links.
 # ignore_result too: with results opt-in, apply_async(link=..., ignore_result=False) goes through a signature.
@@ -32,9 +34,15 @@ HAND_ON = "djwork.canvas.builtins.hand_on"
 # How each canvas is applied (djwork/canvas/plan.py fills this when djwork.canvas is imported, which
 # importing this module always does first): the objects here stay free of Redis and of the job registry.
 APPLY: dict[str, Callable[..., Any]] = {}
+# How each canvas runs while jobs run at their push (ALWAYS_EAGER, inline()): in this thread, without Redis
+# (djwork/eager_canvas.py fills it when djwork.testing.modes registers the eager runner).
+EAGER_APPLY: dict[str, Callable[..., Any]] = {}
 
 
 def apply(kind: str, *args: Any) -> Any:
+    runner = EAGER_APPLY.get(kind)
+    if runner is not None and push_intercept.runs_at_push(get_config().always_eager):
+        return runner(*args)
     return APPLY[kind](*args)
 
 

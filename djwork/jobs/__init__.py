@@ -27,6 +27,7 @@ themselves, shared with ``job.set(...)``, are in djwork.jobs.enqueue.
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -108,6 +109,9 @@ class Job(Task, Enqueueing):
         option = job_options.collect(type(self), where, given)
         self.name = option["name"] or where
         self.queue = enqueue_options.check_queue(option["queue"], self.name)
+        # A job that names its queue keeps it; the others are routed at enqueue (ROUTES, DEFAULT_QUEUE), as
+        # Celery's task_routes and task_default_queue route a task without a queue of its own.
+        self.queue_given = "queue" in given or type(self).queue != Task.queue
         # Acquired by the worker before the body runs, released after (djwork/worker/limits.py).
         self.limits = job_limits(self.name, option.get("limits"), option["rate_limit"])
         self.uniqueness = unique.check(self.name, option.get("unique_for"), option.get("unique_until"),
@@ -118,11 +122,12 @@ class Job(Task, Enqueueing):
         if retry is None:
             # Celery's limits, in the order Celery reads them, become the payload's Sidekiq `retry`.
             retry = next((value for value in (max_retries, retry_kwargs.get("max_retries")) if value is not None),
-                         True)
-        # The payload's `retry` field (not `self.retry`: that is Celery's Task.retry()).
-        self.payload_retry = _check_retry(retry, self.name)
+                         None)
+        # None: the failure rules decide, at enqueue (payload_retry): the FAILURES setting may be changed later.
+        self.declared_retry = None if retry is None else _check_retry(retry, self.name)
         self.max_retries = max_retries if max_retries is not None else (
-            None if retry is True else (0 if retry is False else retry))
+            None if retry in (None, True) else (0 if retry is False else retry))
+        self.failures = option["failures"]
         bind = option.get("bind", False)
         self.bind = bind
         self.default_retry_delay = option["default_retry_delay"]
@@ -182,6 +187,17 @@ class Job(Task, Enqueueing):
 
     def __repr__(self) -> str:
         return f"<djwork.Job {self.name}>"
+
+    @property
+    def payload_retry(self) -> bool | int:
+        """The payload's ``retry`` field (not ``self.retry``: that is Celery's ``Task.retry()``).
+
+        A job that gave no limit gets its failure rules' default: Celery's 3 retries asked for, or
+        Sidekiq's ``True`` (``MAX_RETRIES``, 25).
+        """
+        if self.declared_retry is not None:
+            return self.declared_retry
+        return job_options.CELERY_MAX_RETRIES if self.fails_unless_retried else True
 
     # --- running -------------------------------------------------------------
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -263,7 +279,10 @@ class Job(Task, Enqueueing):
         expires = self.expires if expires is None else expires
         if expires is not None:
             extra["expires_at"] = enqueue_options.expires_at(expires, at, self.name)
-        queue = self.queue if queue is None else enqueue_options.check_queue(queue, self.name)
+        if queue is None:
+            queue = self.queue if self.queue_given else routed_queue(self.name, get_config())
+        else:
+            queue = enqueue_options.check_queue(queue, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
         ignore = _check_ignore_result(ignore_result, self.name)
@@ -305,6 +324,19 @@ class Job(Task, Enqueueing):
         return given >= self._plain_required
 
 
+def routed_queue(name: str, config: Any) -> str:
+    """The queue of a job that names none: its ``ROUTES`` entry (exact name, then the first matching glob),
+    else ``DEFAULT_QUEUE``."""
+    routes = config.routes
+    if not routes:
+        return config.default_queue
+    exact = routes.get(name)
+    if exact is not None:
+        return exact
+    return next((queue for pattern, queue in routes.items() if fnmatch.fnmatchcase(name, pattern)),
+                config.default_queue)
+
+
 _classes: dict[type, type[Job]] = {}
 
 
@@ -324,8 +356,24 @@ def job_class(base: type | None) -> type[Job]:
 
 
 def job(func: Callable[..., Any] | None = None, *, base: type | None = None, **options: Any) -> Any:
-    """Decorator: ``@djwork.job`` or ``@djwork.job(queue=..., retry=..., bind=True, base=MyTask, ...)``."""
+    """Decorator: ``@djwork.job`` or ``@djwork.job(queue=..., retry=..., bind=True, base=MyTask, ...)``.
+
+    Sidekiq's failure rules (every exception retries) unless ``failures=``, a ``base=`` class or the
+    ``FAILURES`` setting says Celery's (docs/celery.md, Failures).
+    """
+    return _decorator(func, base, options, celery=base is not None and base is not Job)
+
+
+def shared_task(func: Callable[..., Any] | None = None, *, base: type | None = None, **options: Any) -> Any:
+    """Celery's decorator: ``@djwork.job`` with Celery's failure rules (an exception fails the job unless it asks
+    for a retry: ``self.retry()``, ``autoretry_for``), as code written for Celery expects."""
+    return _decorator(func, base, options, celery=True)
+
+
+def _decorator(func: Callable[..., Any] | None, base: type | None, options: dict[str, Any], *, celery: bool) -> Any:
     cls = job_class(base)
+    if celery and "failures" not in options and cls.failures is None:
+        options = {**options, "failures": "celery"}
     if func is not None and callable(func):
         return cls(func, **options)
 
@@ -333,9 +381,6 @@ def job(func: Callable[..., Any] | None = None, *, base: type | None = None, **o
         return cls(inner, **options)
 
     return decorate
-
-
-shared_task = job
 
 
 def resolve(name: str) -> Job | None:

@@ -22,13 +22,18 @@ GUARANTEED = ("acks_late", "acks_on_failure_or_timeout", "reject_on_worker_lost"
 # Options whose default a djwork.Task subclass may set as a class attribute.
 CLASS_DEFAULTS = ("name", "queue", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for",
                   "retry_kwargs", "retry_backoff", "retry_backoff_max", "retry_jitter", "rate_limit", "expires",
-                  "serializer", "typing", "priority", "track_started", *GUARANTEED)
+                  "serializer", "typing", "priority", "track_started", "failures", *GUARANTEED)
 
 # Options only the decorator gives.
 DECORATOR_ONLY = ("retry", "bind", "ignore_result", "soft_time_limit", "time_limit", "backtrace", "dead", "tags",
                   "retry_queue", "retry_for", "limits", "unique_for", "unique_until", "unique_args")
 
 RETRY_KWARGS = ("max_retries", "countdown")
+
+FAILURES = ("celery", "sidekiq")
+
+# Celery's Task.max_retries default: the retries a "celery" job asks for get at most this many.
+CELERY_MAX_RETRIES = 3
 
 
 def collect(cls: type, where: str, given: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +55,9 @@ def collect(cls: type, where: str, given: dict[str, Any]) -> dict[str, Any]:
     if merged["track_started"] is not None and not isinstance(merged["track_started"], bool):
         raise TypeError(f"{where}: track_started must be True, False or None (the TRACK_STARTED setting decides), "
                         f"got {merged['track_started']!r}")
+    if merged["failures"] not in (None, *FAILURES):
+        raise TypeError(f"{where}: failures must be 'celery' (an exception fails the job unless it asks for a retry) "
+                        f"or 'sidekiq' (every exception retries), got {merged['failures']!r}")
     backoff = merged["retry_backoff"]
     if not isinstance(backoff, (bool, int, float)) or backoff < 0:
         raise TypeError(f"{where}: retry_backoff must be True, False or a factor in seconds, got {backoff!r}")

@@ -29,11 +29,12 @@ class Retry(Exception):
     """Raised by ``self.retry()`` inside a bound job: schedule another attempt."""
 
     def __init__(self, exc: BaseException | None = None, countdown: float | None = None,
-                 max_retries: int | None = None) -> None:
+                 max_retries: int | None = None, expires: float | dt.datetime | None = None) -> None:
         super().__init__(str(exc) if exc else "retry requested")
         self.exc = exc
         self.countdown = countdown
         self.max_retries = max_retries
+        self.expires = expires  # the retried run's expiry: seconds from when it is due, or a datetime
 
 
 class MaxRetriesExceededError(Exception):
@@ -167,6 +168,16 @@ class Task:
     acks_on_failure_or_timeout: bool = True
     reject_on_worker_lost: bool = True
     track_started: bool | None = None  # None: the TRACK_STARTED setting decides (Celery's task_track_started)
+    # What an exception does: "celery" fails the job unless it asked for a retry, "sidekiq" retries it; None: the
+    # FAILURES setting decides. A subclass passed as base= is "celery" unless it says otherwise (docs/celery.md).
+    failures: str | None = None
+
+    @property
+    def fails_unless_retried(self) -> bool:
+        """Celery's rule: an exception fails the job unless it asked for a retry (``self.retry``, ``autoretry_for``)."""
+        from djwork.conf import get_config
+
+        return (self.failures or get_config().failures) == "celery"
 
     # --- hooks: called in the worker (and by apply()), each guarded: one that raises is logged ---
     def before_start(self, task_id: str, args: list[Any], kwargs: dict[str, Any]) -> None:
@@ -242,7 +253,8 @@ class Task:
 
     # --- retrying from the body --------------------------------------------------------------
     def retry(self, exc: BaseException | None = None, countdown: float | None = None,
-              eta: dt.datetime | float | None = None, max_retries: int | None = None, **options: Any) -> Retry:
+              eta: dt.datetime | float | None = None, max_retries: int | None = None,
+              expires: float | dt.timedelta | dt.datetime | None = None, **options: Any) -> Retry:
         """Raise ``Retry`` so the worker schedules another attempt (Celery's ``Task.retry``).
 
         Past the limit the original ``exc`` is re-raised (or MaxRetriesExceededError),
@@ -251,7 +263,7 @@ class Task:
         name = getattr(self, "name", type(self).__name__)
         if options:
             raise TypeError(f"{name}.retry(): unsupported option(s) {sorted(options)} "
-                            "(exc, countdown, eta and max_retries are; docs/celery.md)")
+                            "(exc, countdown, eta, max_retries and expires are; docs/celery.md)")
         request = self.request
         limit = max_retries if max_retries is not None else self.max_retries
         if limit is not None and request.retries >= limit:
@@ -265,7 +277,10 @@ class Task:
             countdown = enqueue_options.seconds(countdown, name, "countdown")
         if countdown is None:
             countdown = self.default_retry_delay
-        raise Retry(exc=exc, countdown=countdown, max_retries=limit)
+        if expires is not None and not isinstance(expires, dt.datetime):
+            # Checked here, inside the job, as the countdown is: a bad value fails this run, not the filing.
+            expires = enqueue_options.seconds(expires, name, "expires")
+        raise Retry(exc=exc, countdown=countdown, max_retries=limit, expires=expires)
 
 
     # --- canvas (djwork/canvas/replace.py fills CANVAS_VERBS) ---------------------------------

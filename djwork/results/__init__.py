@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from djwork import eager_results, keys
 from djwork import redis as redis_layer
 from djwork.redis import keys
 from djwork.results import record as record_fields
@@ -89,6 +90,9 @@ _DJWORK_ERRORS = {"djwork.JobRevoked": JobRevoked, "djwork.ResultNotStored": Res
 
 
 def _read(jid: str) -> dict[str, str]:
+    kept = eager_results.record(jid)  # run at its push (ALWAYS_EAGER, inline()): no Redis to read
+    if kept is not None:
+        return kept
     fields = redis_layer.run(lambda conn: conn.hgetall(keys.result(jid)), idempotent=True)
     return record_fields.decode(fields)
 
@@ -146,7 +150,7 @@ class ResultMethods:
         """The jid, once it is sure the job stores a result: a job enqueued with results off never
         gets a record, and reading it would show PENDING for ever."""
         jid = self._jid()
-        if getattr(self, "ignored", False):
+        if getattr(self, "ignored", False) and eager_results.record(jid) is None:
             raise ResultsOff(f"job {jid} was enqueued with results off, so it stores no state or result: "
                              f"{HOW_TO_TURN_RESULTS_ON}")
         return jid
@@ -222,6 +226,7 @@ class ResultMethods:
     def forget(self) -> None:
         """Delete the result record (the job itself is not touched)."""
         jid = self._jid()
+        eager_results.forget(jid)
         redis_layer.run(lambda conn: conn.delete(keys.result(jid), keys.result_notify(jid)), idempotent=True)
 
     def revoke(self, terminate: bool = False, signal: Any = None) -> bool:

@@ -17,8 +17,13 @@ from djwork.settings.conf import user_settings
 from djwork.settings.kinds import QUEUE_NAME
 from djwork.settings.table import DEFAULTS, SETTINGS
 from djwork.settings.value_checks import suggest
+from djwork import celery_settings
+from djwork.conf import user_settings
+from djwork.settings_checks import suggest
+from djwork.settings_kinds import QUEUE_NAME
+from djwork.settings_table import DEFAULTS, SETTINGS
 
-__all__ = ["QUEUE_NAME", "check_settings"]
+__all__ = ["QUEUE_NAME", "check_celery_settings", "check_settings"]
 
 
 @register(Tags.compatibility, "djwork")
@@ -39,3 +44,9 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for spec in SETTINGS:
         errors += spec.check(spec, values, given)
     return errors
+
+
+@register(Tags.compatibility, "djwork")
+def check_celery_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every CELERY_* setting djwork does not read, or can't use, is a warning (djwork/celery_settings.py)."""
+    return celery_settings.check()

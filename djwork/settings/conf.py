@@ -7,7 +7,7 @@ bound at import time: a value read at import misses every later override
 module only parses, and parses leniently, so a bad value becomes a
 system-check error with a hint (djwork.settings.checks) instead of an exception at
 import. Of djwork it imports only the settings modules (settings_table,
-settings_kinds, settings_checks), which import nothing else of djwork, so
+settings_kinds, settings_checks, celery_settings), which import nothing else of djwork, so
 every other module can depend on it without a cycle.
 """
 
@@ -22,6 +22,9 @@ from django.core.signals import setting_changed
 
 from djwork.settings.kinds import Capsule, parse_queue, parse_queues
 from djwork.settings.table import DEFAULTS, SETTINGS
+from djwork import celery_settings
+from djwork.settings_kinds import Capsule, parse_queue, parse_queues
+from djwork.settings_table import DEFAULTS, SETTINGS
 
 __all__ = ["DEFAULTS", "SETTINGS", "Capsule", "Config", "build_config", "get_config", "parse_queue", "parse_queues",
            "user_settings"]
@@ -57,6 +60,9 @@ class Config:
     poll_interval_average: float | None
     average_scheduled_poll_interval: float
     max_retries: int
+    failures: str
+    routes: dict[str, str]
+    default_queue: str
     limiter_max_reschedules: int
     dead_max_jobs: int
     dead_max_bytes: int
@@ -111,7 +117,8 @@ def build_config(overrides: dict[str, Any] | None = None) -> Config:
     The checks framework reports the bad values; falling back here keeps
     ``manage.py check`` itself from crashing before it can report them.
     """
-    raw = {**DEFAULTS, **user_settings(), **(overrides or {})}
+    # A Celery project's CELERY_* settings djwork understands, under DJWORK's own (djwork/celery_settings.py).
+    raw = {**DEFAULTS, **celery_settings.as_djwork(), **user_settings(), **(overrides or {})}
     values = {spec.attribute: spec.value(raw[spec.name]) for spec in SETTINGS}
     # The top-level QUEUES/CONCURRENCY are the default capsule; CAPSULES holds only the others.
     values["capsules"] = (Capsule("default", values["concurrency"], values["queues"]), *values["capsules"])
@@ -127,7 +134,7 @@ def _clear_config(*, setting: str, **_kwargs: Any) -> None:
     # CACHES too: a CACHE alias's LOCATION is part of the config. djwork.redis
     # drops its pools on the same signal itself: importing it here would make
     # conf and redis depend on each other.
-    if setting in ("DJWORK", "CACHES"):
+    if setting in ("DJWORK", "CACHES") or setting.startswith(celery_settings.PREFIX):
         get_config.cache_clear()
 
 

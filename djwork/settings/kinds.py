@@ -176,6 +176,19 @@ def name_map(value: Any) -> dict[str, str]:
     return dict(value)
 
 
+def queue_routes(value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) and QUEUE_NAME.match(v)
+                                              for k, v in value.items()):
+        raise Invalid("a dict mapping job names (or glob patterns such as 'reports.*') to queue names")
+    return dict(value)
+
+
+def queue_name(value: Any) -> str:
+    if not isinstance(value, str) or not QUEUE_NAME.match(value):
+        raise Invalid("a queue name (letters, digits, _ : . -)")
+    return value
+
+
 def sequence(value: Any) -> tuple[Any, ...]:
     if not isinstance(value, (list, tuple)):
         raise Invalid("a list of dotted paths or callables")

@@ -37,6 +37,8 @@ from djwork.settings.kinds import (
     optional_seconds,
     optional_text,
     queue_list,
+    queue_name,
+    queue_routes,
     seconds,
     seconds_or_zero,
     sequence,
@@ -226,6 +228,25 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "MAX_RETRIES", 25, count_or_zero, "djwork.E020",
         "Retries before a failing job goes to the dead set, e.g. 25; 0 disables retries.", "Jobs",
         "Retries of a failing job (with `retry=True`) before it goes to the dead set. `0` disables retries."),
+    SettingSpec(
+        "ROUTES", {}, queue_routes, "djwork.E026",
+        "{'reports.tasks.*': 'low', 'mail.tasks.send': 'mail'}: job name or glob pattern -> queue", "Jobs",
+        "The queue of each job that names none itself (no `queue=` on its decorator or `base=` class), by job"
+        " name or glob pattern, first match in order (Celery's `task_routes`). A call's `queue=` wins. `{}`: every"
+        " such job goes to `DEFAULT_QUEUE`. docs/celery.md, Settings.", doc_default="`{}`"),
+    SettingSpec(
+        "DEFAULT_QUEUE", "default", queue_name, "djwork.E027",
+        "a queue name, e.g. 'celery'", "Jobs",
+        "The queue of a job that names none and matches no `ROUTES` entry (Celery's `task_default_queue`). List"
+        " it in `QUEUES` so workers take it. docs/celery.md, Settings."),
+    SettingSpec(
+        "FAILURES", "sidekiq", one_of("sidekiq", "celery"), "djwork.E025",
+        '"sidekiq" (every exception retries) or "celery" (an exception fails the job unless it asks to retry).',
+        "Jobs",
+        "What an exception in a `@djwork.job` does when the job sets no `failures=`: `\"sidekiq\"` retries it (up"
+        " to `MAX_RETRIES`, Sidekiq's backoff), `\"celery\"` fails it at once unless it asked for a retry"
+        " (`self.retry()`, `autoretry_for`; at most 3 by default, Celery's `max_retries`). `shared_task` and a"
+        " `djwork.Task` subclass are `\"celery\"` whatever this says. docs/celery.md, Failures."),
     SettingSpec(
         "SOFT_TIME_LIMIT", None, optional_seconds, "djwork.E073",
         "None (no limit) or seconds, e.g. 300; a job's own soft_time_limit wins.", "Jobs",

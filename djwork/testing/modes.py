@@ -24,6 +24,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from djwork import (
+    eager_canvas,  # noqa: F401 - canvases run eagerly wherever jobs run at their push
+    eager_results,
+    push_intercept,
+)
+from djwork.conf import get_config
 from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.payload import dumps, loads
 from djwork.settings.conf import get_config
@@ -174,7 +180,7 @@ def _django_task(name: str) -> Any:
 
 def run_now(payload: dict[str, Any], at: float | None) -> str:
     """``inline()`` and ``ALWAYS_EAGER``: run the job at its push (scheduled or not); its error propagates."""
-    run_payload(loads(dumps(payload)))
+    eager_results.remember(payload["jid"], run_payload(loads(dumps(payload))))
     return payload["jid"]
 
 

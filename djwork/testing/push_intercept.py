@@ -32,6 +32,12 @@ def divert_for(always_eager: bool) -> Divert | None:
     return None
 
 
+def runs_at_push(always_eager: bool) -> bool:
+    """Whether a push now runs the job at once (``ALWAYS_EAGER``, ``inline()``), not collects or writes it."""
+    divert = active[-1] if active else (eager if always_eager else None)
+    return divert is not None and divert is eager
+
+
 class DivertInTests(PushHook):
     """A push taken by the open testing mode, or by ``ALWAYS_EAGER``: collected or run, not written."""
 

@@ -18,6 +18,9 @@ from typing import Any
 from djwork.backtrace import encode_backtrace, exception_lines
 from djwork.jobs.task_class import Retry
 from djwork.jobs.task_class import Task as Job  # a djwork job is a Task; this module needs no more of djwork.jobs
+from djwork.options import expires_at
+from djwork.task_class import Retry
+from djwork.task_class import Task as Job  # a djwork job is a Task; this module needs no more of djwork.jobs
 
 ERROR_MESSAGE_LIMIT = 10_000
 
@@ -108,8 +111,11 @@ def decide(payload: dict[str, Any], error: BaseException, job: Job | None, queue
     if requested is not None and requested.max_retries is not None:
         limit = requested.max_retries
     automatic = requested is None and autoretried(job, error)
-    # Celery's rule: with autoretry_for set, other exceptions fail the job at once.
-    if job is not None and job.autoretry_for and requested is None and not automatic:
+    # Celery's rule: an exception the job did not ask to retry (self.retry(), autoretry_for) fails it at once —
+    # for every job declared the Celery way, and for any job with autoretry_for. Else fail.delay().get() of a
+    # Celery task waited out Sidekiq's 25 retries (some 20 days) instead of raising.
+    asked_only = job is not None and (bool(job.autoretry_for) or job.fails_unless_retried)
+    if asked_only and requested is None and not automatic:
         limit = 0 if limit is not None else None
     elif automatic and job is not None and limit is not None and job.retry_kwargs.get("max_retries") is not None:
         limit = job.retry_kwargs["max_retries"]  # Celery passes retry_kwargs to self.retry()
@@ -132,4 +138,7 @@ def decide(payload: dict[str, Any], error: BaseException, job: Job | None, queue
         delay = float(job.retry_kwargs.get("countdown", job.default_retry_delay))
     else:
         delay = sidekiq_backoff(count)
+    if requested is not None and requested.expires is not None:
+        # self.retry(expires=...): the retried run is dropped unrun past it, counted from when it is due.
+        job_payload["expires_at"] = expires_at(requested.expires, now + delay, job_payload.get("class", "job"))
     return Decision("retry", job_payload, now + delay)

@@ -37,7 +37,7 @@ PROCESS_FIXTURES = {
 }
 # Names whose call in a test's own body starts a process.
 PROCESS_STARTERS = ("subprocess.", "sys.executable", "with started(", "ruby(", "RubyFleet(", "Workers(", "Cluster(",
-                    "runpytest_subprocess")
+                    "runpytest_subprocess", "celery_suite.run(")
 
 def _defining_module(fixturedef: Any) -> str:
     return getattr(fixturedef.func, "__module__", "")

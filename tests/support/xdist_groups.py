@@ -2,7 +2,7 @@
 
 The tests of a module whose processes outlive one test (the browser modules'
 live server and chromium, the interop modules' Ruby fleet, the Sentinel
-topology) run on one worker, so those processes start once. The chaos
+topology, Celery's own suite) run on one worker, so those processes start once. The chaos
 scenarios run on one worker too, one after another: each loads the machine
 on purpose, and two at once would make each other's deadlines.
 
@@ -26,6 +26,8 @@ SERIAL_GROUPS = {
     "tests.test_interop_sidekiq_server": "interop",
     "tests.test_interop_sidekiq_web_browser": "interop-web",
     "tests.chaos.test_chaos": "chaos",
+    # Celery's own suite: three pytest processes and their runworkers of its own, for about three minutes.
+    "tests.test_celery_suite": "celery-suite",
 }
 BROWSER_PACKAGE = "tests.browser."
 
