@@ -63,8 +63,8 @@ CELERY_NAMES = {
     "TimeoutError": ("djwork.results", "ResultTimeout"),
     "TaskRevokedError": ("djwork.results", "JobRevoked"),
     "ChordError": ("djwork.canvas", "ChordError"),
-    "Retry": ("djwork.task_class", "Retry"),
-    "MaxRetriesExceededError": ("djwork.task_class", "MaxRetriesExceededError"),
+    "Retry": ("djwork.jobs.task_class", "Retry"),
+    "MaxRetriesExceededError": ("djwork.jobs.task_class", "MaxRetriesExceededError"),
 }
 
 

@@ -2,7 +2,7 @@
 
 A Celery project's ``from celery.schedules import crontab`` becomes ``from djwork.schedules import crontab``;
 each ``CELERY_BEAT_SCHEDULE`` entry whose ``schedule`` is one becomes a ``PERIODIC`` entry with its five
-cron fields (djwork/celery_settings.py; docs/periodic.md). Nothing else of Celery's schedules is here:
+cron fields (djwork/settings/from_celery.py; docs/periodic.md). Nothing else of Celery's schedules is here:
 ``solar`` has no cron form.
 """
 

@@ -14,9 +14,9 @@ from django.test import override_settings
 
 import djwork
 from djwork import chain, chord, group
-from djwork.conf import get_config
 from djwork.exceptions import TaskRevokedError
 from djwork.schedules import crontab
+from djwork.settings.conf import get_config
 from djwork.worker.retry import decide
 from tests import celery_idiom_jobs as tasks
 from tests.helpers_worker import wait_until

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from djwork import options as enqueue_options
-from djwork import push_intercept
-from djwork.conf import get_config
+from djwork.settings.conf import get_config
+from djwork.testing import push_intercept
 
 # Options a canvas signature may carry: the enqueue options, and the canvas's own links.
 # ignore_result too: with results opt-in, apply_async(link=..., ignore_result=False) goes through a signature.
@@ -35,7 +35,7 @@ HAND_ON = "djwork.canvas.builtins.hand_on"
 # importing this module always does first): the objects here stay free of Redis and of the job registry.
 APPLY: dict[str, Callable[..., Any]] = {}
 # How each canvas runs while jobs run at their push (ALWAYS_EAGER, inline()): in this thread, without Redis
-# (djwork/eager_canvas.py fills it when djwork.testing.modes registers the eager runner).
+# (djwork/jobs/eager_canvas.py fills it when djwork.testing.modes registers the eager runner).
 EAGER_APPLY: dict[str, Callable[..., Any]] = {}
 
 

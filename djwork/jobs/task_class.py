@@ -175,7 +175,7 @@ class Task:
     @property
     def fails_unless_retried(self) -> bool:
         """Celery's rule: an exception fails the job unless it asked for a retry (``self.retry``, ``autoretry_for``)."""
-        from djwork.conf import get_config
+        from djwork.settings.conf import get_config
 
         return (self.failures or get_config().failures) == "celery"
 

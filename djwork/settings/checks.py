@@ -13,15 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.core.checks import CheckMessage, Error, Tags, register
 
+from djwork.settings import from_celery as celery_settings
 from djwork.settings.conf import user_settings
 from djwork.settings.kinds import QUEUE_NAME
 from djwork.settings.table import DEFAULTS, SETTINGS
 from djwork.settings.value_checks import suggest
-from djwork import celery_settings
-from djwork.conf import user_settings
-from djwork.settings_checks import suggest
-from djwork.settings_kinds import QUEUE_NAME
-from djwork.settings_table import DEFAULTS, SETTINGS
 
 __all__ = ["QUEUE_NAME", "check_celery_settings", "check_settings"]
 
@@ -48,5 +44,5 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 @register(Tags.compatibility, "djwork")
 def check_celery_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Every CELERY_* setting djwork does not read, or can't use, is a warning (djwork/celery_settings.py)."""
+    """Every CELERY_* setting djwork does not read, or can't use, is a warning (djwork/settings/from_celery.py)."""
     return celery_settings.check()

@@ -20,11 +20,9 @@ from typing import Any
 from django.conf import settings
 from django.core.signals import setting_changed
 
+from djwork.settings import from_celery as celery_settings
 from djwork.settings.kinds import Capsule, parse_queue, parse_queues
 from djwork.settings.table import DEFAULTS, SETTINGS
-from djwork import celery_settings
-from djwork.settings_kinds import Capsule, parse_queue, parse_queues
-from djwork.settings_table import DEFAULTS, SETTINGS
 
 __all__ = ["DEFAULTS", "SETTINGS", "Capsule", "Config", "build_config", "get_config", "parse_queue", "parse_queues",
            "user_settings"]
@@ -117,7 +115,7 @@ def build_config(overrides: dict[str, Any] | None = None) -> Config:
     The checks framework reports the bad values; falling back here keeps
     ``manage.py check`` itself from crashing before it can report them.
     """
-    # A Celery project's CELERY_* settings djwork understands, under DJWORK's own (djwork/celery_settings.py).
+    # A Celery project's CELERY_* settings djwork understands, under DJWORK's own (djwork/settings/from_celery.py).
     raw = {**DEFAULTS, **celery_settings.as_djwork(), **user_settings(), **(overrides or {})}
     values = {spec.attribute: spec.value(raw[spec.name]) for spec in SETTINGS}
     # The top-level QUEUES/CONCURRENCY are the default capsule; CAPSULES holds only the others.

@@ -24,13 +24,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import (
+from djwork.jobs import (
+    Job,
+    Request,
+    UnknownJobClass,
     eager_canvas,  # noqa: F401 - canvases run eagerly wherever jobs run at their push
     eager_results,
-    push_intercept,
+    resolve,
 )
-from djwork.conf import get_config
-from djwork.jobs import Job, Request, UnknownJobClass, resolve
 from djwork.payload import dumps, loads
 from djwork.settings.conf import get_config
 from djwork.testing import push_intercept

@@ -19,8 +19,6 @@ from djwork.backtrace import encode_backtrace, exception_lines
 from djwork.jobs.task_class import Retry
 from djwork.jobs.task_class import Task as Job  # a djwork job is a Task; this module needs no more of djwork.jobs
 from djwork.options import expires_at
-from djwork.task_class import Retry
-from djwork.task_class import Task as Job  # a djwork job is a Task; this module needs no more of djwork.jobs
 
 ERROR_MESSAGE_LIMIT = 10_000
 

@@ -25,8 +25,8 @@ django.setup()
 
 import redis  # noqa: E402 - after django.setup(): tests.settings_worker sets the private Redis up
 
-from djwork import keys  # noqa: E402
-from djwork.conf import get_config  # noqa: E402
+from djwork.redis import keys  # noqa: E402
+from djwork.settings.conf import get_config  # noqa: E402
 from tests.helpers_worker import Workers, wait_until  # noqa: E402
 
 REDIS_URL = os.environ["DJWORK_TEST_REDIS_URL"]

@@ -11,7 +11,7 @@ equivalent or saying there is none: ignoring one silently hid, for instance,
 that ``CELERY_TASK_ALWAYS_EAGER`` no longer made tests eager. A mapped value
 djwork can't use is djwork.W011, saying why. docs/celery.md, Settings.
 
-Imports nothing of djwork but djwork.schedules: djwork.conf builds on it.
+Imports nothing of djwork but djwork.schedules: djwork.settings.conf builds on it.
 """
 
 from __future__ import annotations

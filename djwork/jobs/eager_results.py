@@ -14,8 +14,8 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from djwork import result_record
-from djwork.conf import get_config
+from djwork.results import record as result_record
+from djwork.settings.conf import get_config
 
 KEPT = 10_000
 

@@ -4,13 +4,13 @@ Celery's ``task_always_eager`` runs a chain, group or chord in the calling
 thread. Applied for real, a canvas writes batches in Redis whose callbacks a
 worker pushes; with jobs running at their push there is no worker and, in a
 test, often no Redis, so applying one failed with a connection error. Here each
-member runs through ``task.apply()`` (djwork/eager.py: hooks, signals, retries at
+member runs through ``task.apply()`` (djwork/jobs/eager.py: hooks, signals, retries at
 once) in Celery's order, each result passed on as Celery passes it: a chain
 step gets the previous result first, a chord body the list of its header's.
 A failure raises, as every job run at its push does; a signature's
 ``link_error`` runs first, with the failed job's id (Celery's old-style
 errback). Results are kept as a job run at its push keeps them
-(djwork/eager_results.py), so ``AsyncResult(id)`` reads them too.
+(djwork/jobs/eager_results.py), so ``AsyncResult(id)`` reads them too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from djwork import eager_results
-from djwork.eager import EagerResult, apply
+from djwork.jobs import eager_results
+from djwork.jobs.eager import EagerResult, apply
 
 # The module, not djwork.canvas.signature (the package exports a function of that name over it).
 canvas = importlib.import_module("djwork.canvas.signature")
