@@ -10,7 +10,7 @@ step gets the previous result first, a chord body the list of its header's.
 A failure raises, as every job run at its push does; a signature's
 ``link_error`` runs first, with the failed job's id (Celery's old-style
 errback). Results are kept as a job run at its push keeps them
-(djwork/jobs/eager_results.py), so ``AsyncResult(id)`` reads them too.
+(djwork/results/eager.py), so ``AsyncResult(id)`` reads them too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from djwork.jobs import eager_results
 from djwork.jobs.eager import EagerResult, apply
+from djwork.results import eager as eager_results
 
 # The module, not djwork.canvas.signature (the package exports a function of that name over it).
 canvas = importlib.import_module("djwork.canvas.signature")

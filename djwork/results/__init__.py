@@ -32,8 +32,8 @@ from typing import Any
 import orjson
 
 from djwork import redis as redis_layer
-from djwork.jobs import eager_results
 from djwork.redis import keys
+from djwork.results import eager as eager_results
 from djwork.results import record as record_fields
 from djwork.settings.conf import get_config
 
