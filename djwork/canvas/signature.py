@@ -35,7 +35,7 @@ HAND_ON = "djwork.canvas.builtins.hand_on"
 # importing this module always does first): the objects here stay free of Redis and of the job registry.
 APPLY: dict[str, Callable[..., Any]] = {}
 # How each canvas runs while jobs run at their push (ALWAYS_EAGER, inline()): in this thread, without Redis
-# (djwork/jobs/eager_canvas.py fills it when djwork.testing.modes registers the eager runner).
+# (djwork/canvas/always_eager.py fills it when djwork.testing.modes registers the eager runner).
 EAGER_APPLY: dict[str, Callable[..., Any]] = {}
 
 

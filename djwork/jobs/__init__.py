@@ -59,41 +59,6 @@ class UnknownJobClass(LookupError):
 UnknownJobClass.__module__ = "djwork"
 
 
-def _check_retry(value: Any, where: str) -> bool | int:
-    """``retry`` is True, False or an Integer on the wire (docs/wire.md, Jobs): refuse anything else."""
-    if isinstance(value, int):  # bool is an int
-        return value
-    raise TypeError(f"{where}: retry must be True, False or a number of retries, got {value!r}")
-
-
-def _check_ignore_result(value: Any, where: Any) -> bool | None:
-    if value is None or isinstance(value, bool):
-        return value
-    name = where if isinstance(where, str) else getattr(where, "__qualname__", where)
-    raise TypeError(f"{name}: ignore_result must be True or False, got {value!r}")
-
-
-def _check_payload_options(options: dict[str, Any], where: str) -> None:
-    """The Sidekiq options copied into the payload must have the types Sidekiq reads (docs/wire.md, Jobs)."""
-    tags = options.get("tags")
-    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
-        raise TypeError(f"{where}: tags must be a list of strings, got {tags!r}")
-    backtrace = options.get("backtrace")
-    if backtrace is not None and not isinstance(backtrace, int):
-        raise TypeError(f"{where}: backtrace must be True, False or a number of lines, got {backtrace!r}")
-    dead = options.get("dead")
-    if dead is not None and not isinstance(dead, bool):
-        raise TypeError(f"{where}: dead must be True or False, got {dead!r}")
-    retry_queue = options.get("retry_queue")
-    if retry_queue is not None:
-        enqueue_options.check_queue(retry_queue, where, "retry_queue")
-    retry_for = options.get("retry_for")
-    if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, int)
-                                  or not 0 < retry_for < ABSOLUTE_EPOCH_THRESHOLD):
-        raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
-    enqueue_options.check_time_limits(options, where)
-
-
 class Job(Task, Enqueueing):
     """A function registered as a djwork job. Calling it runs it inline.
 
@@ -104,7 +69,7 @@ class Job(Task, Enqueueing):
     def __init__(self, func: Callable[..., Any], **given: Any) -> None:
         self.func = func
         # None: the RESULTS setting decides, at enqueue (docs/celery.md).
-        self.ignore_result = _check_ignore_result(given.get("ignore_result"), func)
+        self.ignore_result = job_options.check_ignore_result(given.get("ignore_result"), func)
         where = given.get("name") or getattr(type(self), "name", None) or f"{func.__module__}.{func.__qualname__}"
         option = job_options.collect(type(self), where, given)
         self.name = option["name"] or where
@@ -124,7 +89,7 @@ class Job(Task, Enqueueing):
             retry = next((value for value in (max_retries, retry_kwargs.get("max_retries")) if value is not None),
                          None)
         # None: the failure rules decide, at enqueue (payload_retry): the FAILURES setting may be changed later.
-        self.declared_retry = None if retry is None else _check_retry(retry, self.name)
+        self.declared_retry = None if retry is None else job_options.check_retry(retry, self.name)
         self.max_retries = max_retries if max_retries is not None else (
             None if retry in (None, True) else (0 if retry is False else retry))
         self.failures = option["failures"]
@@ -155,7 +120,7 @@ class Job(Task, Enqueueing):
                 "soft_time_limit": soft_time_limit, "time_limit": time_limit,
             }.items() if value is not None
         }
-        _check_payload_options(self.options, self.name)
+        job_options.check_payload_options(self.options, self.name)
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)  # a local: job.signature() is the canvas verb (djwork/canvas)
         parameters = list(signature.parameters.values())
@@ -265,7 +230,7 @@ class Job(Task, Enqueueing):
             if unknown:
                 raise TypeError(f"{self.name}: unknown enqueue option(s) {sorted(unknown)}")
             chosen = {k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}
-            _check_payload_options(chosen, self.name)
+            job_options.check_payload_options(chosen, self.name)
             extra = {**self.options, **chosen, **celery_fields}
             if "soft_time_limit" in chosen or "time_limit" in chosen:
                 # The call's limit against the decorator's other one: a soft limit at or past the hard one.
@@ -273,7 +238,7 @@ class Job(Task, Enqueueing):
         else:
             extra = dict(self.options)
         if retry is not None:
-            retry = _check_retry(retry, self.name)
+            retry = job_options.check_retry(retry, self.name)
         uniqueness = unique.for_call(self.uniqueness, self.name, unique_for, unique_until)
         at = enqueue_options.run_at(eta, countdown, self.name)
         expires = self.expires if expires is None else expires
@@ -285,7 +250,7 @@ class Job(Task, Enqueueing):
             queue = enqueue_options.check_queue(queue, self.name)
         if jid is not None:
             enqueue_options.check_jid(jid, self.name)
-        ignore = _check_ignore_result(ignore_result, self.name)
+        ignore = job_options.check_ignore_result(ignore_result, self.name)
         if ignore is None:
             ignore = self.ignore_result if self.ignore_result is not None else not get_config().results
         if not ignore:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from djwork import options as enqueue_options
+from djwork.jobs.enqueue import ABSOLUTE_EPOCH_THRESHOLD
 from djwork.payload import check_arguments
 
 # Celery options djwork accepts because it behaves so already, whatever the value (docs/celery.md):
@@ -130,3 +131,38 @@ def call_options(options: dict[str, Any], where: str, jid: str | None) -> tuple[
         check_arguments(f"{where} headers", [], headers)
         fields["headers"] = headers
     return jid, fields
+
+
+def check_retry(value: Any, where: str) -> bool | int:
+    """``retry`` is True, False or an Integer on the wire (docs/wire.md, Jobs): refuse anything else."""
+    if isinstance(value, int):  # bool is an int
+        return value
+    raise TypeError(f"{where}: retry must be True, False or a number of retries, got {value!r}")
+
+
+def check_ignore_result(value: Any, where: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    name = where if isinstance(where, str) else getattr(where, "__qualname__", where)
+    raise TypeError(f"{name}: ignore_result must be True or False, got {value!r}")
+
+
+def check_payload_options(options: dict[str, Any], where: str) -> None:
+    """The Sidekiq options copied into the payload must have the types Sidekiq reads (docs/wire.md, Jobs)."""
+    tags = options.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
+        raise TypeError(f"{where}: tags must be a list of strings, got {tags!r}")
+    backtrace = options.get("backtrace")
+    if backtrace is not None and not isinstance(backtrace, int):
+        raise TypeError(f"{where}: backtrace must be True, False or a number of lines, got {backtrace!r}")
+    dead = options.get("dead")
+    if dead is not None and not isinstance(dead, bool):
+        raise TypeError(f"{where}: dead must be True or False, got {dead!r}")
+    retry_queue = options.get("retry_queue")
+    if retry_queue is not None:
+        enqueue_options.check_queue(retry_queue, where, "retry_queue")
+    retry_for = options.get("retry_for")
+    if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, int)
+                                  or not 0 < retry_for < ABSOLUTE_EPOCH_THRESHOLD):
+        raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
+    enqueue_options.check_time_limits(options, where)

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from djwork import options as enqueue_options
-from djwork.jobs import _check_ignore_result, _check_payload_options, _check_retry
 from djwork.jobs import decorator_options as job_options
+from djwork.jobs.decorator_options import check_ignore_result, check_payload_options, check_retry
 from djwork.jobs.enqueue import PAYLOAD_OPTIONS, Enqueueing, JobRef
 from djwork.payload import build, check_arguments
 from djwork.results import record as result_record
@@ -51,7 +51,7 @@ class NamedJob(Enqueueing):
         unknown = set(options) - set(PAYLOAD_OPTIONS)
         if unknown:
             raise TypeError(f"send_task {self.name}: unknown option(s) {sorted(unknown)}")
-        _check_payload_options(options, self.name)
+        check_payload_options(options, self.name)
         extra.update(options)
         at = enqueue_options.run_at(eta, countdown, self.name)
         if expires is not None:
@@ -60,14 +60,14 @@ class NamedJob(Enqueueing):
             enqueue_options.check_jid(jid, self.name)
         # The job's own ignore_result is not known here: the call's, else the RESULTS setting, so
         # send_task(...).get() works as Celery's does (a Ruby worker ignores the field).
-        ignore = _check_ignore_result(ignore_result, self.name)
+        ignore = check_ignore_result(ignore_result, self.name)
         if ignore is None:
             ignore = not get_config().results
         if not ignore:
             extra[result_record.PAYLOAD_FIELD] = True
         payload = build(self.name, args, kwargs,
                         queue=enqueue_options.check_queue(queue or "default", self.name),
-                        retry=True if retry is None else _check_retry(retry, self.name), jid=jid, extra=extra)
+                        retry=True if retry is None else check_retry(retry, self.name), jid=jid, extra=extra)
         return payload, at
 
 

@@ -33,7 +33,7 @@ import orjson
 
 from djwork import redis as redis_layer
 from djwork.redis import keys
-from djwork.results import eager as eager_results
+from djwork.results import eager_records as eager_results
 from djwork.results import record as record_fields
 from djwork.settings.conf import get_config
 

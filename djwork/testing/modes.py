@@ -24,15 +24,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from djwork.canvas import always_eager  # noqa: F401 - canvases run eagerly wherever jobs run at their push
 from djwork.jobs import (
     Job,
     Request,
     UnknownJobClass,
-    eager_canvas,  # noqa: F401 - canvases run eagerly wherever jobs run at their push
-    eager_results,
     resolve,
 )
 from djwork.payload import dumps, loads
+from djwork.results import eager_records as eager_results
 from djwork.settings.conf import get_config
 from djwork.testing import push_intercept
 from djwork.worker.retry import decide

@@ -10,7 +10,7 @@ step gets the previous result first, a chord body the list of its header's.
 A failure raises, as every job run at its push does; a signature's
 ``link_error`` runs first, with the failed job's id (Celery's old-style
 errback). Results are kept as a job run at its push keeps them
-(djwork/results/eager.py), so ``AsyncResult(id)`` reads them too.
+(djwork/results/eager_records.py), so ``AsyncResult(id)`` reads them too.
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from djwork.canvas import shapes
 from djwork.jobs.eager import EagerResult, apply
-from djwork.results import eager as eager_results
+from djwork.results import eager_records as eager_results
 
 # The module, not djwork.canvas.signature (the package exports a function of that name over it).
 canvas = importlib.import_module("djwork.canvas.signature")
@@ -87,11 +88,11 @@ def run_signature(sig: canvas.Signature, previous: Any = NOTHING) -> EagerResult
 
 def run_any(item: Any, previous: Any = NOTHING) -> Any:
     """Run a signature, chain, group or chord (nested ones too), ``previous`` passed to what comes first."""
-    if isinstance(item, canvas.chain):
+    if isinstance(item, shapes.chain):
         return run_chain(item.tasks, item.options, previous)
-    if isinstance(item, canvas.group):
+    if isinstance(item, shapes.group):
         return EagerGroupResult([run_any(task, previous) for task in item.tasks])
-    if isinstance(item, canvas.chord):
+    if isinstance(item, shapes.chord):
         return run_chord(item.header, item.body, item.options, previous)
     return run_signature(canvas.as_signature(item, "canvas"), previous)
 
@@ -122,4 +123,12 @@ def _with_links(item: Any, options: dict[str, Any]) -> Any:
     return item.clone(**links)
 
 
-canvas.EAGER_APPLY.update(signature=run_signature, group=run_group, chord=run_chord, chain=run_chain)
+def run_chain_node(node: shapes.chain, options: dict[str, Any]) -> Any:
+    return run_chain(node.tasks, {**node.options, **options})
+
+
+def run_chord_node(node: shapes.chord, options: dict[str, Any]) -> Any:
+    return run_chord(node.header, node.body, {**node.options, **options})
+
+
+canvas.EAGER_APPLY.update(signature=run_signature, group=run_group, chord=run_chord_node, chain=run_chain_node)
