@@ -99,6 +99,9 @@ def raising(replies: list[Any]) -> Any:
      SentinelUrl((("::1", 5000), ("10.0.0.2", 26379)), "mymaster", 1, None, None,
                  {"sentinel_password": "sp", "socket_timeout": 0.5, "socket_connect_timeout": 0.25,
                   "master_check_interval": 2.0, "sentinel_username": "watcher"})),
+    # An IPv6 host after another: Python 3.13's urlsplit raised "Invalid IPv6 URL" on this netloc.
+    ("redis+sentinel://10.0.0.2,[::1]:5000/mymaster",
+     SentinelUrl((("10.0.0.2", 26379), ("::1", 5000)), "mymaster", 0)),
 ])
 def test_sentinel_url_parses(url, parsed):
     assert sentinel_url(url) == parsed

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, unquote
 
 from django.core.checks import CheckMessage, Error
 
-from djwork.settings.kinds import Invalid, credentials_and_hosts
+from djwork.settings.kinds import Invalid, credentials_and_hosts, split_host_list_url
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 DEFAULT_PORT = 6379
@@ -49,7 +49,7 @@ def cluster_url(value: Any) -> ClusterUrl:
     """Parse ``value``, or raise ``Invalid`` whose message completes "must be ..."."""
     if not is_cluster_url(value):
         raise Invalid(f"a {' or '.join(scheme + '://' for scheme in CLUSTER_SCHEMES)} URL")
-    parts = urlsplit(value)
+    parts = split_host_list_url(value)
     username, password, nodes = credentials_and_hosts(parts, DEFAULT_PORT, "cluster", "node")
     if parts.path.strip("/") not in ("", "0"):
         raise Invalid(f"a cluster URL with database 0 or none (a Redis Cluster has only 0), not {parts.path!r}")

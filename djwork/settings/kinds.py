@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote
 
 from django.core.checks import CheckMessage, Error
 
@@ -232,6 +232,22 @@ def is_sentinel_url(value: Any) -> bool:
     return isinstance(value, str) and value.lower().startswith(f"{SENTINEL_SCHEME}://")
 
 
+def split_host_list_url(value: str) -> SplitResult:
+    """``value`` split as ``urlsplit`` would, for a URL whose netloc is a list of hosts.
+
+    Python 3.13's ``urlsplit`` refuses a netloc with text before a ``[``, so
+    ``h1:7000,[::1]:7001`` (an IPv6 host not first in the list) raised
+    "Invalid IPv6 URL" there and parsed on 3.11.
+    """
+    scheme, _, rest = value.partition("://")
+    rest, _, fragment = rest.partition("#")
+    netloc, slash, tail = rest.partition("/")
+    path, _, query = (slash + tail).partition("?")
+    if not slash:
+        netloc, _, query = netloc.partition("?")
+    return SplitResult(scheme, netloc, path, query, fragment)
+
+
 def credentials_and_hosts(
     parts: SplitResult, default_port: int, what: str, host: str
 ) -> tuple[str, str, tuple[tuple[str, int], ...]]:
@@ -274,7 +290,7 @@ def sentinel_url(value: Any) -> SentinelUrl:
     """
     if not is_sentinel_url(value):
         raise Invalid(f"a {SENTINEL_SCHEME}:// URL")
-    parts = urlsplit(value)
+    parts = split_host_list_url(value)
     username, password, sentinels = credentials_and_hosts(parts, SENTINEL_PORT, "sentinel", "sentinel")
     path = parts.path.split("/")
     if len(path) < 2 or not path[1]:
