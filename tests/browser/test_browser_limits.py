@@ -8,6 +8,7 @@ list until the Reset button admits it.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,14 +84,19 @@ def test_filter_by_name_then_page_through(cluster, limiters, admin_page, screens
     page.goto(f"{cluster.base_url}/djwork/limits/")
     page.fill("input[name=q]", "TENANT")
     page.click("form.search button")
+    # A click only starts the navigation: each page is read once it has loaded (the filtered page read
+    # 0 rows once, its URL already changed, under two CPU burners).
+    page.wait_for_url(re.compile(r"/djwork/limits/\?q=TENANT$"))
     assert page.locator("#limiters tbody tr").count() == 25
     assert "Page 1 of 2" in page.locator(".pager").inner_text()
     shoot(page, screenshots, "limits-02-filtered")
     page.click(".pager >> text=Next")
+    page.wait_for_url(re.compile(r"/djwork/limits/\?.*page=2"))
     assert page.input_value("input[name=q]") == "TENANT"
     names = page.locator("#limiters tbody tr").evaluate_all("rows => rows.map(r => r.dataset.limiter)")
     assert names == [f"tenant:{n}" for n in range(25, 30)]
     page.click("form.search >> text=Clear")
+    page.wait_for_url(re.compile(r"/djwork/limits/(\?q=)?$"))
     assert page.locator('tr[data-limiter="stripe"]').count() == 1
 
 
