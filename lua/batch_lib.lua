@@ -181,10 +181,10 @@ local function batch_check(bid, failing)
   local outcome = nil  -- what this batch is, as a member of its parent: ok, retry (ran, not done) or dead
   if pending == failing then
     batch_fire(bid, 'complete')
-    outcome = 'retry'
+    outcome = 'retrying'
   end
   if pending == 0 then
-    outcome = 'dead'
+    outcome = 'died'
     if redis.call('SCARD', keys.batch_died(bid)) == 0 then
       outcome = 'ok'
       batch_fire(bid, 'success')
@@ -213,10 +213,10 @@ local function canvas_fail_parent(bid)
   local hash = keys.batch(bid)
   if redis.call('HEXISTS', hash, 'canvas') == 0 then return end
   local parent = redis.call('HGET', hash, 'parent')
-  if parent then batch_end(parent, hash, 'dead') end
+  if parent then batch_end(parent, hash, 'died') end
 end
 
--- outcome: 'ok' (succeeded, or dropped as expired), 'retry' (failed, will run again), 'dead'
+-- outcome: 'ok' (succeeded, or dropped as expired), 'retrying' (failed, will run again), 'died'
 -- (buried in dead, dropped after failing, or deleted: it will not run again). `jid` is a job's
 -- jid, or a child batch's b-<bid>.
 batch_end = function(bid, jid, outcome)
@@ -235,7 +235,7 @@ batch_end = function(bid, jid, outcome)
   end
   local hash = keys.batch(bid)
   if redis.call('EXISTS', hash) == 0 then return end  -- expired or never made: create nothing
-  if outcome == 'retry' then
+  if outcome == 'retrying' then
     if redis.call('SISMEMBER', pending, jid) == 0 or redis.call('SADD', failed, jid) == 0 then
       return
     end
@@ -250,7 +250,7 @@ batch_end = function(bid, jid, outcome)
     redis.call('PEXPIRE', failed, ttl)
     redis.call('PEXPIRE', died, ttl)
   end
-  if outcome == 'dead' then
+  if outcome == 'died' then
     batch_fire(bid, 'death')
     canvas_fail_parent(bid)
   end

@@ -33,7 +33,7 @@ end
 if ARGV[8] ~= '' then
   redis.call('HDEL', KEYS[4], ARGV[8])
   -- A retry keeps the job's locks and counts it as failed in its batch; dead and drop end it.
-  ties_end(ARGV[9] or '', ARGV[8], retrying and 'retry' or 'dead')
+  ties_end(ARGV[9] or '', ARGV[8], retrying and 'retrying' or 'died')
 end
 if ARGV[10] and ARGV[10] ~= '' then
   result_store(result_guard(KEYS[5], KEYS[6]), ARGV[10], ARGV[11], ARGV[8])

@@ -24,6 +24,6 @@ else
 end
 if ARGV[8] ~= '' then
   redis.call('HDEL', KEYS[3], ARGV[8])
-  ties_end(ARGV[9] or '', ARGV[8], 'dead')  -- its locks, and its batch: buried, it died (ties_lib)
+  ties_end(ARGV[9] or '', ARGV[8], 'died')  -- its locks, and its batch: buried, it died (ties_lib)
 end
 return 1

@@ -7,4 +7,4 @@
 -- ARGV[1] = owner jid, ARGV[2] = lock keys separated by "\n"
 -- Returns the number released.
 --@include ties_lib
-return ties_end(ARGV[2], ARGV[1], 'dead')
+return ties_end(ARGV[2], ARGV[1], 'died')

@@ -18,5 +18,5 @@ end
 if removed == 0 then
   return 0
 end
-ties_end(ARGV[4], ARGV[3], 'dead')  -- deleted, it will not run: its batch counts it as dead (ties_lib)
+ties_end(ARGV[4], ARGV[3], 'died')  -- deleted, it will not run: its batch counts it as dead (ties_lib)
 return 1

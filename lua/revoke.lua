@@ -34,7 +34,7 @@ end
 local function ended(key, job, payload)
   removed[#removed + 1] = key
   removed[#removed + 1] = payload
-  ties_end(ties_of_job(job), jid, 'dead')
+  ties_end(ties_of_job(job), jid, 'died')
 end
 
 for k = 3, 4 do

@@ -12,6 +12,6 @@ local function drop_if_revoked(revoked, in_progress, orphan_counts, payload, now
   local jid, job = job_decode(payload)
   if not jid or not result_revoked(revoked, jid, now) then return nil end
   drop_copy(in_progress, orphan_counts, payload, jid)
-  ties_end(ties_of_job(job), jid, 'dead')
+  ties_end(ties_of_job(job), jid, 'died')
   return jid
 end

@@ -21,8 +21,8 @@ local function ties_of_job(job)
   return table.concat(ties, '\n')
 end
 
--- End `jid`'s ties with `outcome` ('ok', 'retry' or 'dead', as batch_end takes it): its locks are released,
--- except on 'retry' (the job lives on), and skipped altogether with `batches_only` (a job that succeeded
+-- End `jid`'s ties with `outcome` ('ok', 'retrying' or 'died', as batch_end takes it): its locks are released,
+-- except on 'retrying' (the job lives on), and skipped altogether with `batches_only` (a job that succeeded
 -- while a copy of it still holds its locks). A batch whose keys are broken logs and is skipped: it must
 -- not fail the ack of the jobs beside it. Returns the number of locks released.
 local function ties_end(list, jid, outcome, batches_only)
@@ -38,7 +38,7 @@ local function ties_end(list, jid, outcome, batches_only)
         batch_end(bid, jid, outcome)
       end)
       if not ok then redis.log(redis.LOG_WARNING, 'djwork: batch ' .. key .. ' not counted: ' .. tostring(err)) end
-    elseif outcome ~= 'retry' and not batches_only then
+    elseif outcome ~= 'retrying' and not batches_only then
       released = released + lock_release(key, jid)
     end
   end
