@@ -174,6 +174,9 @@ class LoopbackCluster:
     def flush(self, timeout: float = 30.0) -> None:
         """Empty every primary (FLUSHALL is node-local in a cluster; replicas follow their primary).
 
+        Only the nodes this object started (``self.nodes``, filled by ``start()`` alone): a FLUSHALL here can
+        never reach a Redis the test suite did not start.
+
         Until every primary has emptied and every node is empty: right after a failover a node that
         was a primary a moment ago may answer READONLY, so the flush is asked again until it holds.
         """
