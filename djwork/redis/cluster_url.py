@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import unquote
 
 from django.core.checks import CheckMessage, Error
 
-from djwork.settings.kinds import Invalid, credentials_and_hosts, split_host_list_url
+from djwork.settings.kinds import Invalid, credentials_and_hosts, query_options, split_host_list_url
 
 CLUSTER_SCHEMES = ("redis+cluster", "rediss+cluster")
 DEFAULT_PORT = 6379
@@ -53,16 +53,7 @@ def cluster_url(value: Any) -> ClusterUrl:
     username, password, nodes = credentials_and_hosts(parts, DEFAULT_PORT, "cluster", "node")
     if parts.path.strip("/") not in ("", "0"):
         raise Invalid(f"a cluster URL with database 0 or none (a Redis Cluster has only 0), not {parts.path!r}")
-    options: dict[str, Any] = {}
-    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
-        if name not in CLUSTER_OPTIONS:
-            raise Invalid(f"a cluster URL whose query options are among {', '.join(CLUSTER_OPTIONS)}; {name!r} is not")
-        try:
-            options[name] = CLUSTER_OPTIONS[name](values[-1])
-        except ValueError:
-            raise Invalid(f"a cluster URL whose {name} is a number, not {values[-1]!r}") from None
-        if not options[name] > 0:
-            raise Invalid(f"a cluster URL whose {name} is a number > 0, not {values[-1]!r}")
+    options = query_options(parts.query, CLUSTER_OPTIONS, "cluster")
     return ClusterUrl(nodes, parts.scheme.lower() == "rediss+cluster", unquote(username) or None,
                       unquote(password) or None, options)
 

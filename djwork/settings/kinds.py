@@ -248,6 +248,22 @@ def split_host_list_url(value: str) -> SplitResult:
     return SplitResult(scheme, netloc, path, query, fragment)
 
 
+def query_options(query: str, known: dict[str, Callable[[str], Any]], what: str) -> dict[str, Any]:
+    """A URL's query options, each parsed by its entry in ``known`` (the last value of a repeated one wins);
+    ``Invalid`` naming ``what`` for an unknown option, a number that isn't one, or a timeout not above 0."""
+    options: dict[str, Any] = {}
+    for name, values in parse_qs(query, keep_blank_values=True).items():
+        if name not in known:
+            raise Invalid(f"a {what} URL whose query options are among {', '.join(known)}; {name!r} is not")
+        try:
+            options[name] = known[name](values[-1])
+        except ValueError:
+            raise Invalid(f"a {what} URL whose {name} is a number, not {values[-1]!r}") from None
+        if isinstance(options[name], float) and not options[name] > 0:
+            raise Invalid(f"a {what} URL whose {name} is a number > 0, not {values[-1]!r}")
+    return options
+
+
 def credentials_and_hosts(
     parts: SplitResult, default_port: int, what: str, host: str
 ) -> tuple[str, str, tuple[tuple[str, int], ...]]:
@@ -297,17 +313,7 @@ def sentinel_url(value: Any) -> SentinelUrl:
         raise Invalid("a sentinel URL naming the master's service name after the hosts (.../mymaster/0)")
     if len(path) > 3 or (len(path) == 3 and not path[2].isdigit()):
         raise Invalid(f"a sentinel URL whose path is /service_name[/db] with a numeric db, not {parts.path!r}")
-    options: dict[str, Any] = {}
-    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
-        if name not in SENTINEL_OPTIONS:
-            raise Invalid(f"a sentinel URL whose query options are among {', '.join(SENTINEL_OPTIONS)};"
-                          f" {name!r} is not")
-        try:
-            options[name] = SENTINEL_OPTIONS[name](values[-1])
-        except ValueError:
-            raise Invalid(f"a sentinel URL whose {name} is a number, not {values[-1]!r}") from None
-        if isinstance(options[name], float) and not options[name] > 0:
-            raise Invalid(f"a sentinel URL whose {name} is a number > 0, not {values[-1]!r}")
+    options = query_options(parts.query, SENTINEL_OPTIONS, "sentinel")
     return SentinelUrl(sentinels, unquote(path[1]), int(path[2]) if len(path) == 3 else 0,
                        unquote(username) or None, unquote(password) or None, options)
 
