@@ -15,7 +15,7 @@ from djwork.canvas import (
 )
 from djwork.client import EnqueueError
 from djwork.exceptions import RedisUnavailable, SoftTimeLimitExceeded, TimeLimitExceeded
-from djwork.iterable import IterableJob, iterate
+from djwork.iterable import IterableJob, iterate, resumable
 from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.jobs.send_task import send_task
 from djwork.jobs.task_class import Task
@@ -88,6 +88,7 @@ __all__ = [
     "job",
     "mark_deploy",
     "periodic",
+    "resumable",
     "revoke",
     "revoked",
     "send_task",

@@ -5,7 +5,8 @@
 -- KEYS[1] = djwork:history STREAM
 -- ARGV[1] = runs to keep (HISTORY_MAX_LENGTH), ARGV[2] = the worker's identity,
 -- then pairs: ARGV[2k+1] = runs in chunk k (integer), ARGV[2k+2] = the chunk's JSON array of runs,
---   each [jid, class, queue, status, started (float s), duration (float ms), error_class, error_message].
+--   each [jid, class, queue, status, started (float s), duration (float ms), error_class, error_message,
+--   resumed (1 or 0)].
 -- Entry fields: identity, count, through (runs the stream has had, this entry's included), runs.
 -- Returns the number of runs appended.
 local key, keep = KEYS[1], tonumber(ARGV[1])

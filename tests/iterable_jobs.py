@@ -16,6 +16,11 @@ from django.contrib.auth.models import Group
 
 import djwork
 
+try:  # Django 6.0+
+    from django.tasks import task
+except ImportError:  # Django 5.2: the backport
+    from django_tasks import task
+
 _local = threading.local()
 
 
@@ -134,3 +139,24 @@ class UniqueGatedCount(GatedCount):
 
     def build_iterator(self, cursor, run: str, count: int, gate: int):
         return djwork.iterate.numbers(0, count, cursor)
+
+
+# --- the Django Tasks form (djwork.resumable) --------------------------------------------------------
+@task(takes_context=True)
+def gated_count_task(context, run: str, count: int, gates: list[int], fail_at: int = -1) -> dict[str, int]:
+    """``count`` integers walked with ``djwork.resumable``; each gate says so and waits for the test's go
+    (as GatedCount's), and ``fail_at``, past which the loop fails once, tests the retry."""
+    client = conn()
+    iteration = djwork.resumable(context, lambda cursor: djwork.iterate.numbers(0, count, cursor))
+    client.rpush(events(run), f"segment:{iteration.progress.segments}:{iteration.cursor}")
+    for number in iteration:
+        if number == fail_at and client.set(f"i:failed:{run}", 1, nx=True):
+            raise RuntimeError(f"item {number} fails once")
+        if number in gates:
+            client.rpush(f"i:waiting:{run}", number)
+            if client.blpop([f"i:go:{run}:{number}"], timeout=120) is None:
+                raise RuntimeError(f"item {number}: no go from the test")
+        client.hincrby(marks(run), number, 1)
+    progress = iteration.progress
+    client.rpush(events(run), f"complete:{progress.items}")
+    return {"items": progress.items, "segments": progress.segments}

@@ -62,8 +62,8 @@ def test_a_flush_writes_one_entry_holding_its_runs_as_json(raw_redis):
     assert list(fields) == ["identity", "count", "through", "runs"]
     assert (fields["identity"], fields["count"], fields["through"]) == ("host:1:abc", "2", "2")
     assert orjson.loads(fields["runs"]) == [
-        ["jid-ok", "app.jobs.ok", "default", "ok", STARTED, 0.4321, "", ""],
-        ["", "app.jobs.bad", "low", "retry", 1796269939.5, 12.0, "ValueError", "é" * 1000]]
+        ["jid-ok", "app.jobs.ok", "default", "ok", STARTED, 0.4321, "", "", 0],
+        ["", "app.jobs.bad", "low", "retry", 1796269939.5, 12.0, "ValueError", "é" * 1000, 0]]
     recorder.flush()  # nothing buffered: nothing written
     assert raw_redis.xlen("djwork:history") == 1
 
@@ -74,6 +74,22 @@ def test_a_flush_writes_one_entry_holding_its_runs_as_json(raw_redis):
     assert ok.started is not None and ok.started.timestamp() == pytest.approx(STARTED, abs=1e-6)
     assert (failed.error_class, failed.error_message, failed.jid) == ("ValueError", "é" * 1000, "")
     assert api.History.length() == 2
+
+
+def test_a_resumed_run_is_marked_at_position_8_and_an_eight_value_run_reads_as_not_resumed(raw_redis):
+    recorder = HistoryRecorder("host:1:abc", 100)
+    recorder.record("jid-it", "app.jobs.Walk", "default", "rescheduled", STARTED, 3.0,
+                    "djwork.iterable.Interrupted", "interrupted after 5 items (segment 2)", resumed=True)
+    recorder.flush()
+    # A run as a djwork before the resumed mark wrote it: 8 values.
+    raw_redis.xadd("djwork:history", {"identity": "host:2:old", "count": 1, "through": 2,
+                                      "runs": orjson.dumps([["jid-old", "app.jobs.Walk", "default", "ok",
+                                                             STARTED, 1.0, "", ""]])})
+    ((_first_id, first), _second) = entries(raw_redis)
+    assert orjson.loads(first["runs"])[0][8] == 1
+    old, resumed = api.History.recent().runs  # newest first
+    assert (resumed.jid, resumed.resumed) == ("jid-it", True)
+    assert (old.jid, old.resumed) == ("jid-old", False)
 
 
 def test_a_flush_is_chunked_at_200_runs_per_entry_and_through_counts_every_run(raw_redis):

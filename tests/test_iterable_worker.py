@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import djwork
+from djwork import api
 from djwork.iterable import state
 from djwork.redis import keys
 from tests import iterable_jobs as jobs
@@ -86,8 +87,10 @@ def test_an_iteration_stopped_by_term_three_times_does_every_row_exactly_once(ra
     assert [event.decode() for event in raw_redis.lrange(jobs.events(run), 0, -1)] == [
         "start", f"stop:{GATES[0]}", f"resume:{GATES[0]}", f"stop:{GATES[1]}", f"resume:{GATES[1]}",
         f"stop:{GATES[2]}", f"resume:{GATES[2]}", f"complete:{ROWS}"]
-    segments = [entry.status for entry in history_runs(raw_redis) if entry.jid == jid]
-    assert segments == ["rescheduled", "rescheduled", "rescheduled", "ok"]  # four segments, one run each
+    segments = [(entry.status, entry.resumed) for entry in history_runs(raw_redis) if entry.jid == jid]
+    # Four segments, one run each; the three that started from a saved cursor are marked resumed.
+    assert segments == [("rescheduled", False), ("rescheduled", True), ("rescheduled", True), ("ok", True)]
+    assert [run.resumed for run in api.History.recent(jid=jid).runs] == [True, True, True, False]
     assert state.peek(jid) is None  # a completed iteration leaves no state behind
 
 

@@ -40,6 +40,8 @@ class Run:
     error_class: str
     error_message: str
     identity: str
+    # A segment of an iterable job that started from a saved cursor (docs/history.md, position 8).
+    resumed: bool = False
 
     @classmethod
     def from_fields(cls, entry_id: Any, fields: dict[Any, Any]) -> Run:
@@ -61,7 +63,8 @@ class Run:
             return None
         return cls(id=run_id, jid=record[0], klass=record[1], queue=record[2], status=record[3],
                    started=to_datetime(to_float(record[4])), duration_ms=to_float(record[5]),
-                   error_class=record[6], error_message=record[7], identity=identity)
+                   error_class=record[6], error_message=record[7], identity=identity,
+                   resumed=len(record) > 8 and record[8] in (1, True))
 
     @property
     def finished(self) -> dt.datetime | None:

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 from djwork.iterable.state import Progress, current
-from djwork.iterable.walk import walk
+from djwork.iterable.walk import check_intervals, walk
 from djwork.jobs import Job
 from djwork.jobs.task_class import Request
 
@@ -79,14 +79,7 @@ class IterableJob(Job):
                             "build_iterator(cursor, ...) and each(item, ...)")
         where = f"{cls.__module__}.{cls.__qualname__}"
         # Checked when the class is defined: a bad interval found by the first run would fail every run.
-        items, seconds, cancel = cls.checkpoint_items, cls.checkpoint_seconds, cls.cancel_check_seconds
-        if items is not None and (isinstance(items, bool) or not isinstance(items, int) or items < 1):
-            raise TypeError(f"{where}: checkpoint_items must be None or an integer >= 1, got {items!r}")
-        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
-                                    or seconds <= 0):
-            raise TypeError(f"{where}: checkpoint_seconds must be None or a number > 0, got {seconds!r}")
-        if isinstance(cancel, bool) or not isinstance(cancel, (int, float)) or cancel < 0:
-            raise TypeError(f"{where}: cancel_check_seconds must be a number >= 0, got {cancel!r}")
+        check_intervals(where, cls.checkpoint_items, cls.checkpoint_seconds, cls.cancel_check_seconds)
         parameters = list(inspect.signature(cls.build_iterator).parameters.values())[2:]  # self, cursor
 
         def iteration(*args: Any, **kwargs: Any) -> None:

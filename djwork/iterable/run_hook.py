@@ -1,11 +1,17 @@
 """An iterable job's part in a worker's run: it may stop between items, and then goes back to its queue.
 
-``around`` tells the walk (walk.py) how to ask whether this process is
-quieting or stopping; ``take_failure`` files an ``Interrupted`` segment
-itself: the unchanged payload goes back to the pop end of its queue
-(return_job.lua, removed from the in-progress list in the same step), so the
-next worker resumes it from the saved cursor. Its locks and its batch
-membership stay: the job has not ended.
+``around`` gives the segment (walk.py) a ``RunSlot``: how to ask whether
+this process is quieting or stopping, and where the segment leaves itself
+for the hook. ``take_failure`` files an ``Interrupted`` segment itself: the
+unchanged payload goes back to the pop end of its queue (return_job.lua,
+removed from the in-progress list in the same step), so the next worker
+resumes it from the saved cursor. Its locks and its batch membership stay:
+the job has not ended. ``after`` marks a segment that started from a saved
+cursor as resumed, for the history.
+
+It joins ``IterableJob`` runs and Django tasks' runs: a task's body may
+iterate with ``djwork.resumable`` (task_form.py), whose failures no walk
+sees, so this hook saves their cursor.
 """
 
 from __future__ import annotations
@@ -15,10 +21,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from djwork import redis as redis_layer
+from djwork.iterable import state
 from djwork.iterable.job import IterableJob
-from djwork.iterable.walk import Interrupted, stop_requested
+from djwork.iterable.walk import Interrupted, RunSlot, worker_run
 from djwork.redis import keys, scripts
-from djwork.worker.run_hooks import RESCHEDULED, JobRun, RunHook
+from djwork.tasks_compat import DjangoTask
+from djwork.worker.run_hooks import OK, RESCHEDULED, JobRun, RunHook
 
 if TYPE_CHECKING:
     from djwork.settings.conf import Config
@@ -28,26 +36,33 @@ logger = logging.getLogger("djwork")
 
 
 class IterableRun(RunHook):
-    """Joins the runs of ``djwork.IterableJob`` subclasses only."""
+    """Joins the runs of ``djwork.IterableJob`` subclasses and of Django tasks."""
 
     def __init__(self, run_state: RunState) -> None:
         self.run_state = run_state
 
     def joins(self, target: Any, config: Config) -> bool:
-        return isinstance(target, IterableJob)
+        return isinstance(target, (IterableJob, DjangoTask))
 
     def _stopping(self) -> bool:
         state = self.run_state
         return state.quieted or state.stopping
 
     def around(self, run: JobRun, call_next: Callable[[], Any]) -> Any:
-        token = stop_requested.set(self._stopping)
+        slot = RunSlot(run.jid, self._stopping)
+        run.note(self, slot)
+        token = worker_run.set(slot)
         try:
             return call_next()
         finally:
-            stop_requested.reset(token)
+            worker_run.reset(token)
 
     def take_failure(self, run: JobRun, error: BaseException) -> bool:
+        slot = run.noted(self)
+        if slot is not None and slot.segment is not None:
+            # The Tasks form's failure reaches no walk: save the last item done here, and a soft time
+            # limit after some progress sends it back to its queue (an IterableJob's walk did it already).
+            error = slot.segment.failed(error)
         if not isinstance(error, Interrupted):
             return False
         unit = run.unit
@@ -64,3 +79,14 @@ class IterableRun(RunHook):
         else:  # basic fetch: the job left Redis when it was fetched
             redis_layer.run(lambda conn: conn.rpush(queue_key, unit.raw))
         return True
+
+    def after(self, run: JobRun, error: BaseException | None) -> None:
+        slot = run.noted(self)
+        segment = slot.segment if slot is not None else None
+        if segment is None:
+            return
+        run.resumed = segment.progress.resumed
+        if run.status == OK and segment.keep and not segment.finished:
+            # A task that left its loop early and returned has ended: a later job with its id must not
+            # resume this iteration.
+            state.delete(run.jid)

@@ -5,7 +5,7 @@ written every FLUSH_INTERVAL, off the processor threads, in one
 history_append.lua call: one stream entry per chunk of at most CHUNK runs,
 fields ``identity``, ``count``, ``through`` (the stream's running total of runs)
 and ``runs`` (a JSON array of [jid, class, queue, status, started, duration_ms,
-error_class, error_message]). Like the stat counters a lost flush is accepted
+error_class, error_message, resumed]). Like the stat counters a lost flush is accepted
 rather than replayed (a replay would duplicate runs). docs/history.md
 documents the stream; djwork.api.History reads it.
 """
@@ -40,17 +40,17 @@ class HistoryRecorder(PeriodicComponent):
         self.identity = identity
         self.max_length = max_length
         self.dropped = 0  # runs refused by a full buffer since the last flush
-        self._buffer: collections.deque[tuple[str, str, str, str, float, float, str, str]] = collections.deque()
+        self._buffer: collections.deque[tuple[str, str, str, str, float, float, str, str, int]] = collections.deque()
 
     def interval(self) -> float:
         return FLUSH_INTERVAL
 
     def record(self, jid: str, class_name: str, queue: str, status: str, started: float,
-               duration_ms: float, error_class: str = "", error_message: str = "") -> None:
+               duration_ms: float, error_class: str = "", error_message: str = "", resumed: bool = False) -> None:
         # Kept raw (a tuple, formatted at flush time): this runs on the
-        # processor thread for every job.
+        # processor thread for every job. ``resumed`` as 1/0: one byte a run in the stream, not "false".
         entry = (jid or "", class_name, queue, status, started, duration_ms, error_class,
-                 error_message[:1000] if error_message else "")
+                 error_message[:1000] if error_message else "", 1 if resumed else 0)
         # deque.append is atomic: no lock on the per-job path.
         if len(self._buffer) < MAX_BUFFER:
             self._buffer.append(entry)
@@ -106,4 +106,4 @@ class RunHistory(RunHook):
 
     def after(self, run: JobRun, error: BaseException | None) -> None:
         self.recorder.record(run.jid, run.class_name, run.unit.queue, run.status, run.started, run.elapsed_ms,
-                             run.error_class, run.error_message)
+                             run.error_class, run.error_message, run.resumed)

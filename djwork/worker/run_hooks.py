@@ -142,8 +142,8 @@ class JobRun:
     """One run of one job, as the hooks see it. The settlement is ``unit``'s ``locks``/``result``/``expired``."""
 
     __slots__ = ("acks", "class_name", "clock", "decision", "elapsed_ms", "error_class", "error_message", "jid",
-                 "leading_args", "notes", "off_loop", "payload", "phases", "request", "result", "started", "status",
-                 "target", "tid", "unit", "wrap_awaitable")
+                 "leading_args", "notes", "off_loop", "payload", "phases", "request", "result", "resumed", "started",
+                 "status", "target", "tid", "unit", "wrap_awaitable")
 
     def __init__(self, unit: UnitOfWork, acks: AckBuffer, payload: dict[str, Any], jid: str, class_name: str,
                  target: Any, phases: Phases) -> None:
@@ -164,6 +164,8 @@ class JobRun:
         self.decision: Decision | None = None  # where the retry rules filed a failure
         self.error_class = ""
         self.error_message = ""
+        # The run continued saved work (an iterable job's segment that started from a saved cursor): history.
+        self.resumed = False
         self.leading_args: tuple[Any, ...] = ()  # passed before a Django task's own arguments (its context)
         self.wrap_awaitable: Callable[[Any], Any] | None = None  # around a coroutine awaited on a thread
         self.off_loop = phases.blocking  # a coroutine job's settling runs on a finisher thread

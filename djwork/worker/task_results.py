@@ -1,5 +1,8 @@
 """The worker's side of Django Tasks results: RUNNING, then SUCCESSFUL or FAILED, and the signals.
 
+A run that sent the task back to its queue unfinished (``rescheduled``: an
+interrupted iterable segment, a limiter's refusal) makes it READY again.
+
 The record (a HASH written by tasks_backend.enqueue) belongs to the one
 process running the job at a time, so these read-modify-writes don't race.
 Failures to update it are logged and never fail the job itself.
@@ -17,7 +20,7 @@ from djwork import redis as redis_layer
 from djwork.redis import keys
 from djwork.settings.conf import get_config
 from djwork.tasks_compat import DjangoTask, TaskContext, TaskResult, task_finished, task_started
-from djwork.worker.run_hooks import RAN, JobRun, RunHook
+from djwork.worker.run_hooks import RAN, RESCHEDULED, JobRun, RunHook
 
 logger = logging.getLogger("djwork.tasks")
 
@@ -103,6 +106,16 @@ def finished(jid: str, identity: str, result: Any = None, error: BaseException |
         logger.exception("djwork: could not record the outcome of task %s", jid)
 
 
+def ready_again(jid: str) -> None:
+    """The task went back to its queue unfinished (an iterable segment interrupted, a limiter's refusal):
+    READY, which Django defines as "enqueued, or ready to be executed again", not RUNNING while it waits."""
+    try:
+        if _read(jid):  # an expired record stays gone: a lone status field would be no task's result
+            _write(jid, {"status": "READY"})
+    except Exception:
+        logger.exception("djwork: could not mark task %s READY again", jid)
+
+
 def _backend_class() -> type:
     from djwork.tasks_backend import DjworkBackend
 
@@ -133,6 +146,9 @@ class DjangoTaskResults(RunHook):
             run.leading_args = (TaskContext(task_result=task_result),)
 
     def after(self, run: JobRun, error: BaseException | None) -> None:
+        if run.status == RESCHEDULED and isinstance(run.target, DjangoTask):
+            ready_again(run.jid)
+            return
         if run.target is None or run.status not in RAN:
             return
         if not isinstance(run.target, DjangoTask) and not run.payload.get("djwork_task"):
