@@ -192,6 +192,41 @@ def test_busy_shows_an_iterable_jobs_progress_at_its_last_checkpoint(admin_clien
     assert content.count('class="sub iteration"') == 1  # the plain job shows none
 
 
+def test_queue_and_set_pages_show_an_iterable_jobs_saved_progress_escaped(admin_client, raw_redis):
+    now = time.time()
+    queued = seed.job(klass="app.jobs.ExportOrders")
+    seed.push(raw_redis, queued)
+    seed.push(raw_redis, seed.job(klass="PlainJob"))
+    failed = seed.failed(seed.job(klass="app.jobs.ExportOrders"), count=1, message="boom")
+    seed.zadd(raw_redis, "retry", failed, now + 30)
+    plain = seed.failed(seed.job(klass="PlainJob"), count=1)
+    seed.zadd(raw_redis, "retry", plain, now + 40)
+    dead = seed.failed(seed.job(klass="app.jobs.ExportOrders"), count=25)
+    seed.zadd(raw_redis, "dead", dead, now - 100)
+    state.save(queued["jid"], state.Progress(cursor={"pk": 4711}, items=4711, checkpoints=5, segments=2), 600)
+    state.save(failed["jid"], state.Progress(cursor="<script>alert(1)</script>", items=12, checkpoints=1,
+                                             segments=1), 600)
+    state.save(dead["jid"], state.Progress(cursor=[3, 99], items=1, checkpoints=1, segments=4), 600)
+
+    content = html.unescape(admin_client.get(url("queue", "default")).content.decode())
+    assert ('saved progress: 4,711 items done in 2 segments, 5 checkpoints; cursor <code class="small">{"pk":4711}'
+            '</code>') in content
+    assert content.count('class="sub iteration"') == 1  # the plain job shows none
+
+    listed = admin_client.get(url("set", "retries")).content
+    assert b"&quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;" in listed  # the cursor's JSON, escaped
+    assert b"<script>alert(1)</script>" not in listed
+    assert listed.decode().count('class="sub iteration"') == 1
+    assert "12 items done in 1 segment, 1 checkpoint;" in listed.decode()
+
+    detail = admin_client.get(url("set_entry", "dead", address(now - 100, dead))).content.decode()
+    section = re.search(r'<section class="card" id="iteration">.*?</section>', detail, re.S).group(0)
+    values = re.findall(r"<dd>(?:<code[^>]*>)?(.*?)(?:</code>)?</dd>", section)
+    assert [html.unescape(value) for value in values] == ["1", "4", "1", "[3,99]"]  # items, segments, checks, cursor
+    assert b'id="iteration"' in admin_client.get(url("set_entry", "retries", address(now + 30, failed))).content
+    assert b'id="iteration"' not in admin_client.get(url("set_entry", "retries", address(now + 40, plain))).content
+
+
 def test_busy_quiet_and_stop_push_signals(admin_client, cluster, raw_redis):
     identity = "web.1:101:aaa111"
     response = admin_client.post(url("busy_action"), {"action": "quiet", "identity": identity}, follow=True)
@@ -527,6 +562,18 @@ def test_display_filters():
     assert "—" in str(tags.reltime(None))
     assert tags.queue_url("bad name") == "" and "&lt;b&gt;" in str(tags.queue_link("<b>"))
     assert tags.tojson({"a": "<b>"}) == '{"a": "<b>"}'
+
+
+def test_history_marks_a_resumed_segment(admin_client, raw_redis):
+    seed.history(raw_redis, klass="app.jobs.ExportOrders", status="rescheduled", jid="a" * 24,
+                 error_class="djwork.iterable.Interrupted", error_message="interrupted after 5 items (segment 1)")
+    seed.history(raw_redis, klass="app.jobs.ExportOrders", jid="a" * 24, resumed=True)
+    content = admin_client.get(url("history")).content.decode()
+    rows = re.findall(r"<tr class=\"status-[a-z]+\">.*?</tr>", content, re.S)
+    assert len(rows) == 2
+    newest, first = rows  # newest first: the resumed segment that completed, then the first segment
+    assert '<span class="badge badge-plain resumed"' in newest and ">resumed<" in newest
+    assert ">resumed<" not in first
 
 
 def test_history_shows_when_each_run_finished_the_order_it_is_listed_in(admin_client, raw_redis):

@@ -74,6 +74,8 @@ def set_list(request: HttpRequest, kind: str) -> HttpResponse:
         page = clamp_page(request, job_set.page(page_number(request), PER_PAGE, newest_first=desc),
                           lambda number: job_set.page(number, PER_PAGE, newest_first=desc))
         context.update(page=page, entries=page.items)
+    # An interrupted or failed iterable job's saved progress (docs/iterable.md): one MGET for the page.
+    context["iterations"] = api.Iterations.of([entry.job.jid for entry in context["entries"]])
     return render_page(request, "djwork_dashboard/set_list.html", context)
 
 
@@ -88,7 +90,9 @@ def set_entry(request: HttpRequest, kind: str, address: str) -> HttpResponse:
     if entry is None:
         messages.error(request, f"That job is no longer in {spec.title} (it may have been retried, run or deleted).")
         return HttpResponseRedirect(reverse("djwork_dashboard:set", args=[kind]))
-    return render_page(request, "djwork_dashboard/set_entry.html", {"kind": spec, "entry": entry, "job": entry.job})
+    iteration = api.Iterations.of([entry.job.jid]).get(entry.job.jid)
+    return render_page(request, "djwork_dashboard/set_entry.html", {"kind": spec, "entry": entry, "job": entry.job,
+                                                                   "iteration": iteration})
 
 
 @action_view

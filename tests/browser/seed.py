@@ -115,11 +115,11 @@ def process(redis: Any, identity: str, *, version: str = "7.3.10", queues: list[
 
 def history(redis: Any, *, klass: str = "HardJob", status: str = "ok", queue: str = "default",
             duration_ms: float = 12.5, error_class: str = "", error_message: str = "", started: float | None = None,
-            identity: str = "host:1:abc", jid: str | None = None) -> str:
+            identity: str = "host:1:abc", jid: str | None = None, resumed: bool = False) -> str:
     """One run appended to djwork:history by the worker's own writer (docs/history.md); returns its run id."""
     append(redis, identity, 10_000, [(jid or new_jid(), klass, queue, status,
                                       time.time() if started is None else started, duration_ms, error_class,
-                                      error_message)])
+                                      error_message, 1 if resumed else 0)])
     ((entry_id, _fields),) = redis.xrevrange("djwork:history", count=1)
     return f"{entry_id.decode() if isinstance(entry_id, bytes) else entry_id}/0"
 

@@ -11,6 +11,7 @@ import datetime as dt
 import json
 import time
 
+from djwork.redis import keys
 from tests import worker_jobs
 from tests.browser import seed
 from tests.browser.live import VIEWER, login, shoot
@@ -36,6 +37,9 @@ def _seed_static_data(redis) -> dict:
                        message="card declined", backtrace=seed.strict_backtrace(
                            ["app/billing.py:88 in charge", "djwork/worker/processor.py:150 in run"]))
     seed.zadd(redis, "dead", dead, now - 3600)
+    # An iterable job's saved progress (docs/iterable.md), as its worker's checkpoint writes it.
+    redis.set(keys.iteration(dead["jid"]), json.dumps({"cursor": {"pk": 1200}, "items": 1200, "checkpoints": 2,
+                                                       "segments": 3}), ex=3600)
     old = seed.failed(seed.job(klass="LegacyJob"), count=3, backtrace=seed.mime_backtrace(["legacy.rb:1"]))
     seed.zadd(redis, "dead", old, now - 7200)
     evil = seed.failed(seed.job(klass=seed.XSS_CLASS, args=[seed.XSS_SCRIPT, seed.XSS_IMG]), count=1,
@@ -100,6 +104,8 @@ def test_every_page_renders_real_data(cluster, worker, admin_page, screenshots):
     shoot(page, screenshots, "07-scheduled")
     page.goto(f"{cluster.base_url}/djwork/dead/")
     assert data["dead"]["jid"] in page.locator("#entries").inner_text()
+    progress = " ".join(page.locator("#entries .iteration").inner_text().split())  # the cursor may wrap
+    assert progress == 'saved progress: 1,200 items done in 3 segments, 2 checkpoints; cursor {"pk":1200}'
     shoot(page, screenshots, "08-dead")
     page.goto(f"{cluster.base_url}/djwork/history/")
     wait_until(lambda: len(history_runs(redis)) > 100, 10, "history runs")
