@@ -296,6 +296,15 @@ def test_history_matches_the_api_with_filters(raw_redis):
                                                          api.History.recent(50).runs] == [("B", "dead"), ("A", "ok")]
     assert [r["class"] for r in cli("history", "--status", "dead", "--json").objects()] == ["B"]
     assert "KeyError: x" in cli("history").out
+    assert "(resumed)" not in cli("history").out
+
+
+def test_history_says_which_runs_resumed_an_iteration(raw_redis):
+    seed.history(raw_redis, klass="app.jobs.Export", status="rescheduled", jid="c" * 24)
+    seed.history(raw_redis, klass="app.jobs.Export", jid="c" * 24, resumed=True)
+    assert [(r["status"], r["resumed"]) for r in cli("history", "--json").objects()] == [
+        ("ok", True), ("rescheduled", False)]
+    assert "ok (resumed)" in cli("history").out
 
 
 def test_metrics_lists_each_class_as_the_api_reads_it(raw_redis):

@@ -21,7 +21,8 @@ def run_history(ctx: Context) -> int:
         ctx.say("No run matches." if page.truncated else "No run recorded (or none matches).")
         return OK
     ctx.say(table(("FINISHED", "STATUS", "CLASS", "QUEUE", "JID", "DURATION", "ERROR"), [
-        (when(run.finished), run.status, run.klass, run.queue, run.jid,
+        # A resumed segment of an iterable job says so, as the History page's badge does.
+        (when(run.finished), f"{run.status} (resumed)" if run.resumed else run.status, run.klass, run.queue, run.jid,
          f"{run.duration_ms:.0f} ms" if run.duration_ms is not None else "-",
          f"{run.error_class}: {run.error_message}"[:80] if run.error_class else "") for run in page.runs]))
     if page.truncated:

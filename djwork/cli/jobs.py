@@ -50,7 +50,7 @@ JOB_FIELDS = ("jid", "class", "queue", "where", "at", "address", "args", "enqueu
 def run_json(run: api.Run) -> dict[str, Any]:
     return {"id": run.id, "jid": run.jid, "class": run.klass, "queue": run.queue, "status": run.status,
             "started": run.started, "duration_ms": run.duration_ms, "error_class": run.error_class,
-            "error_message": run.error_message, "identity": run.identity}
+            "error_message": run.error_message, "identity": run.identity, "resumed": run.resumed}
 
 
 def run_jobs(ctx: Context) -> int:
