@@ -29,7 +29,7 @@ from djwork.batches import runtime
 from djwork.canvas import plan as plans
 from djwork.canvas.nest import Compiler, steps_of
 from djwork.canvas.shapes import as_node, chain
-from djwork.canvas.signature import HAND_ON, CanvasError, Signature
+from djwork.canvas.signature import HAND_ON, CanvasError, Signature, is_task
 from djwork.jobs import task_class
 from djwork.jobs.task_class import Replaced
 from djwork.redis import keys
@@ -59,7 +59,7 @@ def _compile(node: Any, bid: str, root_id: str | None, wrap_task: bool) -> tuple
     compiler.root_id = root_id or ""
     into = plans.Plan(bid, "")  # not written: it stands for the running job's batch, to name the child's slot
     node = as_node(node, "replace")
-    if wrap_task and isinstance(node, Signature):
+    if wrap_task and is_task(node):
         # A child batch even for one task: its value is what the slot hands on, whatever the job returns.
         own = compiler.new_plan(f"canvas: replacement {node.task}", "one", into)
         entries = compiler.member(node, own)
@@ -76,7 +76,7 @@ def _ending_as(node: Any, jid: str, queue: str) -> Any:
     if not steps:
         raise CanvasError("replace(): an empty chain has nothing to replace the job with")
     last = steps[-1]
-    if isinstance(last, Signature):
+    if is_task(last):
         steps[-1] = last.clone(jid=jid)
     else:
         steps.append(Signature(HAND_ON, options={"jid": jid, "queue": queue}))
@@ -104,7 +104,7 @@ def replace(task: Any, sig: Any) -> Any:
 def _replace_alone(request: Any, node: Any) -> None:
     """A job sent on its own: the replacement, sent as a job or a canvas of its own, ends in its id."""
     root_id = request.root_id or request.id
-    if isinstance(node, Signature) and not (node.options.get("link") or node.options.get("link_error")):
+    if is_task(node) and not (node.options.get("link") or node.options.get("link_error")):
         from djwork import client
 
         payload, at = plans.payload_of(node, fields={"root_id": root_id,
