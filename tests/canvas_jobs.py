@@ -105,7 +105,8 @@ def lineage(self, previous):
 def replaced_by(self, x, how):
     """Replaces itself (Celery's ``return self.replace(...)``): by a task, a chain or a group."""
     _note(f"replaced_by {x} {how}")
-    shapes = {"task": add.s(x, 100), "chain": add.s(x, 1) | mul.s(10), "group": djwork.group(add.s(x, 1), add.s(x, 2))}
+    shapes = {"task": add.s(x, 100), "chain": add.s(x, 1) | mul.s(10), "group": djwork.group(add.s(x, 1), add.s(x, 2)),
+              "empty": djwork.chain()}
     return self.replace(shapes[how])
 
 

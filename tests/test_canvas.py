@@ -169,6 +169,21 @@ def test_a_new_style_errback_is_called_by_the_builtin_job_and_a_nested_death_nam
     assert queued(raw_redis) == [pushed]  # nothing more pushed
 
 
+def test_an_immutable_errback_gets_its_own_arguments_and_an_errback_is_checked_when_it_is_called(raw_redis):
+    # record(value, tag) takes two, which makes a mutable errback Celery's new style: immutable, it is called
+    # with its own arguments only (Celery's), not through the built-in job that passes (request, exc, traceback).
+    djwork.chain(cj.dies.s(1), cj.add.s(1)).on_error(cj.record.si("chain", "died")).delay()
+    (dying,) = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, dying, "dead")
+    (pushed,) = queued(raw_redis)
+    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.record", ["chain", "died"])
+    # double(x) can't take the failed task's id before "x": Celery checks an errback only when it calls it, so
+    # the canvas is sent (its errback would fail in its own job, and never runs when nothing dies).
+    ref = djwork.chain(cj.add.s(1, 1), cj.mul.s(2)).on_error(cj.double.s("x")).delay()
+    assert [job["jid"] for job in queued(raw_redis)][-1] == ref.jids[0]
+
+
 def test_empty_headers_immutable_bodies_and_countdowns(raw_redis):
     assert djwork.group([]).delay().get(timeout=1) == []
     djwork.chord([])(cj.tsum.s())

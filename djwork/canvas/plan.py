@@ -19,6 +19,7 @@ collected as ``batch.jobs()`` collects); a callback is pushed by Lua, and runs n
 
 from __future__ import annotations
 
+import copy
 import secrets
 import time
 from collections.abc import Callable
@@ -91,6 +92,11 @@ def payload_of(sig: Signature, first: Any = None, shape: str | None = None,
     options = {key: value for key, value in sig.options.items() if key not in LINK_OPTIONS}
     args = list(sig.args) if shape in (None, "none") else [first, *sig.args]
     job = resolve_job(sig.task)
+    if job is not None and job.typing and shape == "died":
+        # An errback's arguments are checked when it is called, as Celery's are: one that can't take the
+        # failed task's id fails then, in its own job, and one never called (nothing failed) never fails.
+        job = copy.copy(job)
+        job.typing = False
     if job is not None:
         payload, at = job.build_payload(args, dict(sig.kwargs), **options)
     else:
@@ -152,7 +158,8 @@ def add_errback(plan: Plan, errback: Signature) -> None:
     """``errback`` as the batch's death callback, called as Celery calls it: with the failed task's id
     first, or, for a function taking ``(request, exc, traceback)``, in a worker by the built-in job
     that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``)."""
-    if takes_request(errback.task):
+    # An immutable errback is called with its own arguments only, whatever its function takes (Celery's).
+    if not errback.immutable and takes_request(errback.task):
         errback = Signature(ERRBACK_CALLER, [dict(errback)], options={
             key: value for key, value in errback.options.items() if key in ("queue",)})
     _, head, spec = callback(errback, "died", None, plan.bid)

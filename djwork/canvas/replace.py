@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from djwork import redis as redis_layer
 from djwork.batches import runtime
 from djwork.canvas import plan as plans
@@ -73,8 +75,6 @@ def _ending_as(node: Any, jid: str, queue: str) -> Any:
     ends in a group gets one more job, ``hand_on``, on ``queue`` (the replaced job's: the default queue
     may have no worker), that makes the group's list its result."""
     steps, options = steps_of(as_node(node, "replace"))
-    if not steps:
-        raise CanvasError("replace(): an empty chain has nothing to replace the job with")
     last = steps[-1]
     if is_task(last):
         steps[-1] = last.clone(jid=jid)
@@ -87,8 +87,13 @@ def replace(task: Any, sig: Any) -> Any:
     """Replace the running job by ``sig`` (a task or any canvas); ``Replaced`` for ``Task.replace`` to raise,
     or, in an eager run, the replacement's value."""
     request = task.request
+    node = as_node(sig, "replace")
+    if isinstance(node, chain) and not steps_of(node)[0]:
+        # Celery's error and words: the job fails with it (there is nothing to hand its place to).
+        raise ImproperlyConfigured("Cannot replace with an empty chain: replace() needs a task or a canvas "
+                                   "with at least one task")
     if request.is_eager:
-        return as_node(sig, "replace").apply().get()
+        return node.apply().get()
     if not request.id:
         raise CanvasError("replace() works in a job run by a worker (or by apply()): "
                           "a job called as a function has no id to hand over")
