@@ -184,6 +184,37 @@ def test_an_immutable_errback_gets_its_own_arguments_and_an_errback_is_checked_w
     assert [job["jid"] for job in queued(raw_redis)][-1] == ref.jids[0]
 
 
+def test_a_generator_header_is_sent_as_it_is_yielded_and_held_open_until_it_is_done(raw_redis):
+    def members():
+        yield cj.add.s(1, 1)
+        (first,) = queued(raw_redis)  # sent before the generator made the next member (Celery's lazy header)
+        raw_redis.delete(keys.queue("default"))
+        finish(raw_redis, first, 2)  # every member sent so far has ended: the hold keeps the header open
+        assert queued(raw_redis) == []
+        yield cj.add.s(2, 2)
+        yield djwork.group(cj.add.s(3, 3))  # a group member is unrolled into the header
+
+    ref = djwork.chord(members())(cj.tsum.s())
+    second, third = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, third, 6)
+    finish(raw_redis, second, 4)
+    (body,) = queued(raw_redis)
+    assert (body["args"], body["jid"]) == ([[2, 4, 6]], ref.id)  # once, with every result in header order
+
+    def broken():
+        yield cj.add.s(1, 1)
+        raise ValueError("no more members")
+
+    raw_redis.flushdb()
+    with pytest.raises(ValueError, match="no more members"):
+        djwork.chord(broken(), cj.tsum.s(), link_error=cj.errback_old.s()).apply_async()
+    sent, errback = queued(raw_redis)  # the hold left as dead: the chord failed, its errback runs once
+    assert (sent["args"], errback["class"]) == ([1, 1], "tests.canvas_jobs.errback_old")
+    finish(raw_redis, sent, 2)
+    assert len(queued(raw_redis)) == 2  # and the body never runs
+
+
 def test_empty_headers_immutable_bodies_and_countdowns(raw_redis):
     assert djwork.group([]).delay().get(timeout=1) == []
     djwork.chord([])(cj.tsum.s())

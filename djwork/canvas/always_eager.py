@@ -131,4 +131,5 @@ def run_chord_node(node: shapes.chord, options: dict[str, Any]) -> Any:
     return run_chord(node.header, node.body, {**node.options, **options})
 
 
-canvas.EAGER_APPLY.update(signature=run_signature, group=run_group, chord=run_chord_node, chain=run_chain_node)
+canvas.EAGER_APPLY.update(signature=run_signature, group=run_group, chord=run_chord_node, chain=run_chain_node,
+                          stream=run_chord_node)

@@ -53,6 +53,9 @@ class Plan:
     after: str = ""
     value: str = ""  # what it hands its parent or the next step: one, all, last (lua/batch_lib.lua)
     parent: str = ""  # the batch it is a member b-<bid> of (a canvas nested in a group)
+    # Pending members no job ends and no result is kept for: a chord header's hold while a generator still
+    # feeds it (djwork/canvas/stream.py), released by lua/batch_release.lua.
+    holds: list[str] = field(default_factory=list)
 
     def add_callback(self, event: str, head: str, spec: str) -> None:
         self.callbacks.setdefault(event, []).append((head, spec))
@@ -210,6 +213,8 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
             for start in range(0, len(plan.jids), CHUNK):
                 pipe.sadd(keys.batch_jids(plan.bid), *plan.jids[start:start + CHUNK])
                 pipe.rpush(keys.batch_order(plan.bid), *plan.jids[start:start + CHUNK])
+            if plan.holds:
+                pipe.sadd(keys.batch_jids(plan.bid), *plan.holds)
             for key in (head, keys.batch_jids(plan.bid), keys.batch_order(plan.bid)):
                 pipe.expire(key, PENDING_TTL)
         for collector in collectors:
@@ -220,7 +225,7 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
             if collector.scheduled:
                 pipe.zadd(keys.SCHEDULE, {raw: score for score, raw in collector.scheduled})
         for plan in plans:
-            if not plan.jids:
+            if not plan.jids and not plan.holds:
                 from djwork.redis import scripts
 
                 # Nothing will end in it (an empty group or chord header): its events are decided now.

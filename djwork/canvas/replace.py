@@ -56,7 +56,7 @@ def _batch_of(task: Any, what: str) -> tuple[str, str, dict[str, str]]:
 
 def _compile(node: Any, bid: str, root_id: str | None, wrap_task: bool) -> tuple[Compiler, plans.Plan, list[Any]]:
     """``node`` as a member of the existing batch ``bid``: the new plans, a stand-in for that batch (its
-    ``jids[-1]`` is the new member), the entries. ``wrap_task``: a lone task gets a batch of its own too."""
+    ``jids`` are the new members), the entries. ``wrap_task``: a lone task gets a batch of its own too."""
     compiler = Compiler()
     compiler.root_id = root_id or ""
     into = plans.Plan(bid, "")  # not written: it stands for the running job's batch, to name the child's slot
@@ -144,18 +144,27 @@ def add_to_chord(task: Any, sig: Any) -> Any:
     _, bid, fields = _batch_of(task, "add_to_chord()")
     if fields["value"] != "all":
         raise CanvasError("add_to_chord(): the running job is not a member of a group or chord header")
-    compiler, into, entries = _compile(sig, bid, task.request.root_id, wrap_task=False)
-    slot = into.jids[-1]  # a task joins as itself, as a header member does; a canvas as its batch
-
-    def join(pipe: Any) -> None:
-        pipe.sadd(keys.batch_jids(bid), slot)
-        pipe.rpush(keys.batch_order(bid), slot)
-        pipe.hincrby(keys.batch(bid), "total", 1)
-
-    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+    slots = add_members(bid, sig, task.request.root_id)
     from djwork.results import AsyncResult
 
-    return AsyncResult(slot)
+    return AsyncResult(slots[-1])
+
+
+def add_members(bid: str, node: Any, root_id: str | None) -> list[str]:
+    """``node`` appended to the group batch ``bid`` (a chord's header), in one MULTI with its first jobs: a task
+    joins as itself, a group as its tasks (unrolled), another canvas as its batch. Returns the new slots."""
+    compiler, into, entries = _compile(node, bid, root_id, wrap_task=False)
+    slots = into.jids
+    if not slots:
+        return []  # an empty group: nothing joins
+
+    def join(pipe: Any) -> None:
+        pipe.sadd(keys.batch_jids(bid), *slots)
+        pipe.rpush(keys.batch_order(bid), *slots)
+        pipe.hincrby(keys.batch(bid), "total", len(slots))
+
+    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+    return slots
 
 
 task_class.CANVAS_VERBS.update(replace=replace, add_to_chord=add_to_chord)

@@ -10,7 +10,7 @@ with its members. docs/canvas.md.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from djwork.canvas.signature import (
@@ -265,13 +265,25 @@ class chord(Canvas):
     def __init__(self, header: Any, body: Any = None, **options: Any) -> None:
         if isinstance(header, dict) and header.get("subtask_type") == "group":
             header = as_node(header, "chord header")
-        members = {"header": header if isinstance(header, group) else group(header),
-                   "body": as_node(body, "chord body") if body is not None else None, "kwargs": {}}
+        if not isinstance(header, (group, Iterator)):
+            header = group(header)
+        # A generator (any iterator) stays one until the chord is applied, which sends each member as it is
+        # yielded (Celery consumes it lazily too; djwork/canvas/stream.py). Until then the chord is no JSON.
+        members = {"header": header, "body": as_node(body, "chord body") if body is not None else None,
+                   "kwargs": {}}
         super().__init__(members, options)
 
     @property
+    def lazy(self) -> bool:
+        """Whether its header is still an unconsumed generator."""
+        return not isinstance(self["kwargs"]["header"], group)
+
+    @property
     def header(self) -> list[Any]:
-        """The header's tasks (a list: djwork's; Celery's ``chord.header`` is the group of them)."""
+        """The header's tasks (a list: djwork's; Celery's ``chord.header`` is the group of them). Reading
+        it consumes a generator header."""
+        if self.lazy:
+            self["kwargs"]["header"] = group(self["kwargs"]["header"])
         return self["kwargs"]["header"].tasks
 
     @property
@@ -286,18 +298,21 @@ class chord(Canvas):
         return self.set(link_error=errback)
 
     def __repr__(self) -> str:
-        return f"chord({self.header!r}, {self.body!r})"
+        return f"chord({'<generator>' if self.lazy else repr(self.header)}, {self.body!r})"
 
     def __or__(self, other: Any) -> Any:
         return chain(self, other)
 
     def __call__(self, body: Any = None, **options: Any) -> Any:
-        return chord(self.header, body if body is not None else self.body, **self.options).apply_async(**options)
+        header = self["kwargs"]["header"]  # as it is: a generator is consumed by the send, not here
+        return chord(header, body if body is not None else self.body, **self.options).apply_async(**options)
 
     def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                     **options: Any) -> Any:
         if self.body is None:
             raise CanvasError("a chord needs a body: chord(header)(body)")
+        if self.lazy and not args and not kwargs:
+            return apply("stream", self, options)
         return apply("chord", partial(self, args, kwargs), options)
 
     def apply(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None, **options: Any) -> Any:
