@@ -3,5 +3,5 @@
 -- The rules and the once-only claims are lua/batch_lib.lua's; membership makes a second release count nothing.
 -- KEYS[1] = b-<bid> HASH. ARGV[1] = the hold (a pending member no job ends), ARGV[2] = ok or died. Returns 1.
 --@include batch_lib
-batch_end(batch_bid(KEYS[1]), ARGV[1], ARGV[2])
+batch_end(batch_bid(KEYS[1]), ARGV[1], ARGV[2], '')  -- '': no task ended (a chord body's parent_id)
 return 1

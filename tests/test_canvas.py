@@ -136,6 +136,9 @@ def test_a_chord_body_gets_every_result_in_order_and_a_death_runs_the_errback_in
         finish(raw_redis, job, job["args"][0] * 2)
     (body,) = queued(raw_redis, "low")
     assert (body["args"], body["bid"], body["jid"]) == ([[0, 2, 4]], ref.body_bid, ref.id)
+    # Celery's parent_id of a chord body: the header task whose end fired it (here the first, which ended last).
+    assert (body["parent_id"], body["root_id"]) == (members[0]["jid"], members[0]["jid"])
+    assert raw_redis.lindex(keys.queue("low"), 0).count(b'"parent_id"') == 1  # one key: the head has none
 
     raw_redis.flushdb()
     broken = djwork.chord([cj.add.s(1, 1), cj.dies.s(1)], cj.tsum.s(), link_error=cj.errback_old.s()).apply_async()

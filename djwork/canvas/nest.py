@@ -173,9 +173,10 @@ class Compiler:
                  for index, node in enumerate(nodes)]
         for before, after in itertools.pairwise(steps):
             after.plan.after = before.plan.bid
-            # Celery's parent_id: the task whose result this one receives (a group's: the group's id).
+            # Celery's parent_id: the task whose result this one receives; after a group, the member whose end
+            # pushed it, which only the Lua step that pushes it knows (lua/batch_lib.lua, batch_push).
             fields = {"root_id": self.root_id, PAYLOAD_FIELD: True,
-                      "parent_id": before.plan.jids[0] if before.kind == "one" else before.plan.bid}
+                      "parent_id": before.plan.jids[0] if before.kind == "one" else None}
             for entry in after.entries:
                 _, head, spec = plans.callback(entry.sig, before.kind, entry.bid, before.plan.bid, fields)
                 before.plan.add_callback("success", head, spec)
