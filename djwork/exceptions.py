@@ -65,6 +65,8 @@ CELERY_NAMES = {
     "ChordError": ("djwork.canvas", "ChordError"),
     "Retry": ("djwork.jobs.task_class", "Retry"),
     "MaxRetriesExceededError": ("djwork.jobs.task_class", "MaxRetriesExceededError"),
+    # Django's: what replace() with an empty chain raises, as Celery raises its own of this name.
+    "ImproperlyConfigured": ("django.core.exceptions", "ImproperlyConfigured"),
 }
 
 

@@ -96,7 +96,8 @@ local function batch_canvas_args(bid, spec, status)
 end
 
 -- Pushes one callback: `head` (a job payload without its closing brace) closed with its args and times.
-local function batch_push(bid, event, head, spec, status, now)
+-- `by`: the member whose end fired it ('' when unknown).
+local function batch_push(bid, event, head, spec, status, now, by)
   local hash = keys.batch(bid)
   local queue = redis.call('HGET', hash, 'cbq') or 'default'
   local args, delay = '[' .. status .. ']', 0
@@ -106,6 +107,13 @@ local function batch_push(bid, event, head, spec, status, now)
     queue = own_queue or queue
   end
   local payload = head .. ',"args":' .. args .. ',"created_at":' .. now
+  if spec and string.sub(spec, 1, 4) == 'all\t' then
+    -- canvas: Celery's parent_id of what runs after a group (a chord's body) is the header task whose end
+    -- fired it; a nested canvas member's end, or none known, gives the group's own id.
+    local parent = bid
+    if by and by ~= '' and not batch_bid(by) then parent = by end
+    payload = payload .. ',"parent_id":' .. cjson.encode(parent)
+  end
   local pushed
   if delay and delay > 0 then
     pushed = redis.pcall('ZADD', keys.SCHEDULE, string.format('%.6f', tonumber(now) + delay), payload .. '}')
@@ -123,18 +131,18 @@ end
 
 -- canvas: a step followed by a group (or a chord's header, a group of chains) starts several jobs at
 -- once: `cbn-<event>` counts the callbacks, the 2nd on in `cb-<event>-<i>` / `cx-<event>-<i>`.
-local function canvas_push_more(bid, event, status, now)
+local function canvas_push_more(bid, event, status, now, by)
   local hash = keys.batch(bid)
   local count = tonumber(redis.call('HGET', hash, 'cbn-' .. event) or '1')
   for i = 2, count do
     local head = redis.call('HGET', hash, 'cb-' .. event .. '-' .. i)
     if head then
-      batch_push(bid, event, head, redis.call('HGET', hash, 'cx-' .. event .. '-' .. i) or nil, status, now)
+      batch_push(bid, event, head, redis.call('HGET', hash, 'cx-' .. event .. '-' .. i) or nil, status, now, by)
     end
   end
 end
 
-local function batch_fire(bid, event)
+local function batch_fire(bid, event, by)
   local hash = keys.batch(bid)
   local now = batch_time()  -- read only here: most job ends fire nothing
   if redis.call('HSETNX', hash, event .. '_at', now) == 0 then return end
@@ -142,8 +150,8 @@ local function batch_fire(bid, event)
   local head = redis.call('HGET', hash, 'cb-' .. event)
   if not head then return end
   local status = batch_status_json(bid, event, now)
-  batch_push(bid, event, head, redis.call('HGET', hash, 'cx-' .. event) or nil, status, now)
-  canvas_push_more(bid, event, status, now)
+  batch_push(bid, event, head, redis.call('HGET', hash, 'cx-' .. event) or nil, status, now, by)
+  canvas_push_more(bid, event, status, now, by)
 end
 
 -- canvas: what a nested canvas batch hands its parent when it succeeds, by its field `value`: `all`
@@ -174,8 +182,9 @@ end
 
 local batch_end  -- defined below: a child batch's state ends its membership in its parent
 
--- `failing` may be passed when the caller knows it (the ack's path: one SCARD fewer per job).
-local function batch_check(bid, failing)
+-- `failing` may be passed when the caller knows it (the ack's path: one SCARD fewer per job); `by` is the
+-- member whose end is being counted, when there is one (batch_push).
+local function batch_check(bid, failing, by)
   local pending = redis.call('SCARD', keys.batch_jids(bid))
   failing = failing or redis.call('SCARD', keys.batch_failed(bid))
   local outcome = nil  -- what this batch is, as a member of its parent: ok, retry (ran, not done) or dead
@@ -187,7 +196,7 @@ local function batch_check(bid, failing)
     outcome = 'died'
     if redis.call('SCARD', keys.batch_died(bid)) == 0 then
       outcome = 'ok'
-      batch_fire(bid, 'success')
+      batch_fire(bid, 'success', by)
       for _, key in ipairs({keys.batch(bid), keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid),
                             keys.batch_order(bid), keys.batch_results(bid)}) do
         redis.call('EXPIRE', key, BATCH_LINGER)
@@ -218,8 +227,9 @@ end
 
 -- outcome: 'ok' (succeeded, or dropped as expired), 'retrying' (failed, will run again), 'died'
 -- (buried in dead, dropped after failing, or deleted: it will not run again). `jid` is a job's
--- jid, or a child batch's b-<bid>.
-batch_end = function(bid, jid, outcome)
+-- jid, or a child batch's b-<bid>; `by`, who ended, is `jid` unless given ('': not a member's end).
+batch_end = function(bid, jid, outcome, by)
+  if by == nil then by = jid end
   local pending, failed, died = keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid)
   if outcome == 'ok' then
     -- The path every successful job takes: three commands while nothing fires. SREM on a batch
@@ -227,9 +237,9 @@ batch_end = function(bid, jid, outcome)
     if redis.call('SREM', pending, jid) == 1 then
       local failing = redis.call('SCARD', failed)
       if failing > 0 then failing = failing - redis.call('SREM', failed, jid) end
-      batch_check(bid, failing)
+      batch_check(bid, failing, by)
     elseif redis.call('SREM', died, jid) == 1 then
-      batch_check(bid)  -- a dead job retried by hand has succeeded
+      batch_check(bid, nil, by)  -- a dead job retried by hand has succeeded
     end
     return
   end
@@ -254,7 +264,7 @@ batch_end = function(bid, jid, outcome)
     batch_fire(bid, 'death')
     canvas_fail_parent(bid)
   end
-  batch_check(bid)
+  batch_check(bid, nil, by)
 end
 
 -- A succeeded member's return value (raw JSON), kept in this same step as its ack, before its batch is

@@ -105,7 +105,8 @@ def lineage(self, previous):
 def replaced_by(self, x, how):
     """Replaces itself (Celery's ``return self.replace(...)``): by a task, a chain or a group."""
     _note(f"replaced_by {x} {how}")
-    shapes = {"task": add.s(x, 100), "chain": add.s(x, 1) | mul.s(10), "group": djwork.group(add.s(x, 1), add.s(x, 2))}
+    shapes = {"task": add.s(x, 100), "chain": add.s(x, 1) | mul.s(10), "group": djwork.group(add.s(x, 1), add.s(x, 2)),
+              "empty": djwork.chain()}
     return self.replace(shapes[how])
 
 
@@ -137,3 +138,22 @@ async def async_raises_replacement(self, x):
     """``raise self.replace(...)`` from a coroutine job, which runs on the worker's event loop."""
     _note(f"async_raises_replacement {x}")
     raise self.replace(add.s(x, 100))
+
+
+@djwork.job
+def makes_canvas():
+    """Returns a canvas (Celery's tasks return signatures): it reaches the next step as Celery's dict."""
+    return djwork.chain(add.s(1), djwork.group(mul.s(2), djwork.chord([add.s(1, 1)], tsum.s())))
+
+
+@djwork.job
+def rebuilds(data):
+    """Rebuilds the canvas it was handed (Celery's ``Signature.from_dict``) and names what it found."""
+    canvas = djwork.Signature.from_dict(data)
+    return [type(canvas).__name__, repr(canvas)]
+
+
+@djwork.job
+def returns_ref():
+    """Returns what sending a chain gives back: it is stored as Celery's tuple form, not refused."""
+    return djwork.chain(add.s(400, 1), mul.s(2)).delay()

@@ -46,6 +46,68 @@ def test_signatures_are_json_and_come_back_whole():
     assert isinstance(djwork.group(cj.add.s(1, 1)) | cj.tsum.s(), djwork.chord)
 
 
+def _kinds(node) -> list:
+    """Each node's class, down every nested member: what a rebuild must give back."""
+    members = [*node.tasks, *([node.body] if isinstance(node, djwork.chord) else [])] if isinstance(
+        node, (djwork.chain, djwork.group, djwork.chord)) else []
+    return [type(node).__name__, [_kinds(member) for member in members]]
+
+
+def test_canvases_are_signatures_that_come_back_whole_from_json():
+    # Celery's test_signature_serialization: each canvas nested in each, through JSON and Signature.from_dict.
+    made = [djwork.chain(djwork.chain(cj.add.s(1), cj.mul.s(2)), djwork.group(cj.add.s(1), cj.mul.s(3))),
+            djwork.group(djwork.chain(cj.add.s(1, 1), cj.mul.s(2)), djwork.chord([cj.add.s(1, 1)], cj.tsum.s())),
+            djwork.chord([djwork.chain(cj.add.s(1, 1), cj.mul.s(2)), cj.add.si(2, 2)],
+                         djwork.chord([cj.add.s(1)], cj.tsum.s()), link_error=cj.errback_old.s()),
+            djwork.chain(cj.add.s(1, 1), cj.mul.s(2)).set(link=cj.record.s("done"))]
+    for canvas in made:
+        assert isinstance(canvas, djwork.Signature) and canvas["subtask_type"] == type(canvas).__name__
+        data = json.loads(json.dumps(canvas))
+        for rebuilt in (djwork.Signature.from_dict(data), djwork.signature(data)):
+            assert (rebuilt, _kinds(rebuilt), repr(rebuilt)) == (canvas, _kinds(canvas), repr(canvas))
+    assert isinstance(djwork.Signature.from_dict(json.loads(json.dumps(made[3]))).options["link"], djwork.Signature)
+    # A task itself as a member is its signature with no arguments of its own (Celery's signature(task)).
+    assert djwork.group(cj.tsum, cj.tsum).tasks == [cj.tsum.s(), cj.tsum.s()]
+
+
+def test_a_chains_id_is_its_own_until_freeze_gives_it_the_last_tasks():
+    last = cj.add.s(2).set(task_id="42")
+    pair = cj.add.s(4) | last
+    assert pair.id is None  # Celery's: the chain's own id, not its last task's
+    assert pair.freeze("43").id == "43" and pair.tasks[-1].id == "43" and pair.tasks[0].id
+    assert (cj.add.s(4) | cj.add.s(2)).freeze().id is not None
+
+
+def test_a_group_inside_a_group_is_unrolled_into_it(raw_redis):
+    ref = djwork.group(cj.add.s(1, 1), djwork.group(cj.add.s(2, 2), djwork.group(cj.add.s(3, 3))),
+                       djwork.group()).delay()
+    assert [job["args"] for job in queued(raw_redis)] == [[1, 1], [2, 2], [3, 3]]
+    # One batch, no child batch of the inner groups: the results come back in one flat list.
+    assert ({job["bid"] for job in queued(raw_redis)}, raw_redis.zrange(keys.BATCHES, 0, -1)) == (
+        {ref.bid}, [ref.bid.encode()])
+    assert len(djwork.group(djwork.group(cj.add.s(1, 1), cj.add.s(2, 2))).tasks) == 2  # group(group) is that group
+
+
+def test_a_chain_ref_is_its_last_tasks_result_whose_parents_walk_back(raw_redis):
+    ref = (cj.ids.si(1) | djwork.group(cj.ids.si(2), cj.ids.si(3)) | cj.ids.si(4) | cj.ids.si(5)).delay()
+    assert isinstance(ref, djwork.AsyncResult) and isinstance(ref.parent, djwork.AsyncResult)
+    group_step = ref.parent.parent
+    assert isinstance(group_step, djwork.GroupResult) and group_step.id == ref.bids[1]
+    assert [result.id for result in group_step.results] == [job["jid"] for job in _pushed_after(raw_redis, ref)]
+    assert (group_step.parent.id, group_step.parent.parent) == (ref.jids[0], None)
+    # Returned by a job, it is stored in Celery's form: ((id, parent's form), children).
+    (last, (before, _)), children = json.loads(djwork.results.record.to_json(ref))
+    assert (last, before[0], children) == (ref.id, ref.jids[2], None)
+
+
+def _pushed_after(raw_redis, ref) -> list[dict]:
+    """The group step's jobs, pushed by the first step's end."""
+    (first,) = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, first, [None, None, 1])
+    return queued(raw_redis)
+
+
 def test_each_chain_step_is_pushed_once_by_the_ack_of_the_one_before_with_its_result_first(raw_redis):
     ref = djwork.chain(cj.add.s(1, 2), cj.add.s(10), cj.mul.s(3)).apply_async()
     (first,) = queued(raw_redis)
@@ -74,6 +136,9 @@ def test_a_chord_body_gets_every_result_in_order_and_a_death_runs_the_errback_in
         finish(raw_redis, job, job["args"][0] * 2)
     (body,) = queued(raw_redis, "low")
     assert (body["args"], body["bid"], body["jid"]) == ([[0, 2, 4]], ref.body_bid, ref.id)
+    # Celery's parent_id of a chord body: the header task whose end fired it (here the first, which ended last).
+    assert (body["parent_id"], body["root_id"]) == (members[0]["jid"], members[0]["jid"])
+    assert raw_redis.lindex(keys.queue("low"), 0).count(b'"parent_id"') == 1  # one key: the head has none
 
     raw_redis.flushdb()
     broken = djwork.chord([cj.add.s(1, 1), cj.dies.s(1)], cj.tsum.s(), link_error=cj.errback_old.s()).apply_async()
@@ -107,6 +172,52 @@ def test_a_new_style_errback_is_called_by_the_builtin_job_and_a_nested_death_nam
     assert queued(raw_redis) == [pushed]  # nothing more pushed
 
 
+def test_an_immutable_errback_gets_its_own_arguments_and_an_errback_is_checked_when_it_is_called(raw_redis):
+    # record(value, tag) takes two, which makes a mutable errback Celery's new style: immutable, it is called
+    # with its own arguments only (Celery's), not through the built-in job that passes (request, exc, traceback).
+    djwork.chain(cj.dies.s(1), cj.add.s(1)).on_error(cj.record.si("chain", "died")).delay()
+    (dying,) = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, dying, "dead")
+    (pushed,) = queued(raw_redis)
+    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.record", ["chain", "died"])
+    # double(x) can't take the failed task's id before "x": Celery checks an errback only when it calls it, so
+    # the canvas is sent (its errback would fail in its own job, and never runs when nothing dies).
+    ref = djwork.chain(cj.add.s(1, 1), cj.mul.s(2)).on_error(cj.double.s("x")).delay()
+    assert [job["jid"] for job in queued(raw_redis)][-1] == ref.jids[0]
+
+
+def test_a_generator_header_is_sent_as_it_is_yielded_and_held_open_until_it_is_done(raw_redis):
+    def members():
+        yield cj.add.s(1, 1)
+        (first,) = queued(raw_redis)  # sent before the generator made the next member (Celery's lazy header)
+        raw_redis.delete(keys.queue("default"))
+        finish(raw_redis, first, 2)  # every member sent so far has ended: the hold keeps the header open
+        assert queued(raw_redis) == []
+        yield cj.add.s(2, 2)
+        yield djwork.group(cj.add.s(3, 3))  # a group member is unrolled into the header
+
+    ref = djwork.chord(members())(cj.tsum.s())
+    second, third = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    finish(raw_redis, third, 6)
+    finish(raw_redis, second, 4)
+    (body,) = queued(raw_redis)
+    assert (body["args"], body["jid"]) == ([[2, 4, 6]], ref.id)  # once, with every result in header order
+
+    def broken():
+        yield cj.add.s(1, 1)
+        raise ValueError("no more members")
+
+    raw_redis.flushdb()
+    with pytest.raises(ValueError, match="no more members"):
+        djwork.chord(broken(), cj.tsum.s(), link_error=cj.errback_old.s()).apply_async()
+    sent, errback = queued(raw_redis)  # the hold left as dead: the chord failed, its errback runs once
+    assert (sent["args"], errback["class"]) == ([1, 1], "tests.canvas_jobs.errback_old")
+    finish(raw_redis, sent, 2)
+    assert len(queued(raw_redis)) == 2  # and the body never runs
+
+
 def test_empty_headers_immutable_bodies_and_countdowns(raw_redis):
     assert djwork.group([]).delay().get(timeout=1) == []
     djwork.chord([])(cj.tsum.s())
@@ -137,8 +248,6 @@ def test_shapes_djwork_refuses_are_refused_before_anything_is_written(raw_redis)
         djwork.chain(cj.add.s(1, 2), cj.add.s(1).set(eta=dt.datetime.now(dt.UTC))).delay()
     with pytest.raises(djwork.CanvasError, match="group options"):
         djwork.group(cj.add.s(1, 2)).apply_async(queue="low")
-    with pytest.raises(djwork.CanvasError, match="empty group"):
-        djwork.group(djwork.group(), cj.add.s(1, 2)).delay()  # after a chain step it hands on [] (Celery's)
     with pytest.raises(TypeError):
         djwork.chord([cj.add.s(1)])(cj.tsum.s())  # add needs two arguments: refused at the send
     assert raw_redis.keys("*") == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 import djwork
 from tests import canvas_jobs as cj
@@ -18,6 +19,8 @@ def test_apply_runs_each_shape_in_process_and_sends_nothing(raw_redis):
     assert nested.apply().get() == 3 + 6
     # replace() in an eager run returns the replacement's value, run eagerly too (Celery's on_replace)
     assert cj.replaced_by.apply((1, "chain")).get() == 20
+    with pytest.raises(ImproperlyConfigured, match="Cannot replace with an empty chain"):  # Celery's error
+        cj.replaced_by.apply((1, "empty")).get()
     assert raw_redis.keys("*") == [b"t:canvas:calls"]  # only what the jobs noted: no queue, no batch
 
 

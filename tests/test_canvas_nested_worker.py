@@ -61,6 +61,8 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
         cj.add.si(7, 200), djwork.group(cj.add.si(7, 1000), cj.add.si(7, 2000)))), cj.add.si(7, 10)).delay()
 
     ids_to_group = (cj.ids.si(1) | cj.ids.si(2) | djwork.group(cj.ids.si(i) for i in (3, 4))).delay()
+    returned_canvas = (cj.makes_canvas.s() | cj.rebuilds.s()).delay()
+    returned_ref = cj.returns_ref.apply_async(ignore_result=False)
 
     workers.start("-c", "8", overrides={"LOG_JOBS": False})
 
@@ -71,7 +73,7 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
     assert chain_to_chord.get(timeout=30) == 33 + 64
     assert (chain_to_chord.state, chain_to_chord.successful(), chain_to_chord.failed()) == ("SUCCESS", True, False)
     assert group_in_chain.get(timeout=30) == 52 + 62
-    assert groups_in_group.get(timeout=30) == [[51, 52], 53]
+    assert groups_in_group.get(timeout=30) == [51, 52, 53]  # a group in a group is unrolled into it (Celery's)
     assert generated.get(timeout=30) == 5010
     assert chords_in_group.get(timeout=30) == [123, [71]]
     assert lineage.get(timeout=30) == {"previous": 81, "root_id": first.id, "parent_id": first.id}
@@ -81,6 +83,12 @@ def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(
     assert ids_to_group.get(timeout=30) == [[root.id, parent.id, 3], [root.id, parent.id, 4]]
     assert parent.get(timeout=30) == [root.id, root.id, 2] and root.get(timeout=30)[2] == 1
     assert linked_ref.get(timeout=30) == 182
+    made = cj.makes_canvas.s().apply().get()
+    assert returned_canvas.get(timeout=30) == ["chain", repr(made)]  # the step got the canvas whole, as a dict
+    # Celery's form of a result: ((id, its parent's form), children); the chain's last step, then the one before.
+    (last_id, ((first_id, no_parent), _)), children = returned_ref.get(timeout=30)
+    assert (djwork.AsyncResult(last_id).get(timeout=30), djwork.AsyncResult(first_id).get(timeout=30)) == (802, 401)
+    assert (no_parent, children) == (None, None)
     restored = djwork.GroupResult.restore(saved.id)
     assert restored.get(timeout=30) == [96, 97]
     assert [result.get(timeout=30) for result in restored] == [96, 97]  # each member's own AsyncResult

@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 
 from djwork import job_locks
 from djwork import redis as redis_layer
-from djwork.payload import dumps, is_json_native
 from djwork.redis import keys
+from djwork.results import record as result_record
 
 logger = logging.getLogger("djwork")
 
@@ -101,5 +101,10 @@ def keep_result(ties: str, payload: dict[str, Any], result: Any) -> str:
         keeps = True
     if not keeps:
         return ties
-    value = dumps({"r": result if is_json_native(result) else None})[5:-1]
+    try:
+        # The JSON the job's own record would hold (a signature or a canvas returned as Celery's dict, a ref
+        # as Celery's tuple form), so the next step gets what AsyncResult(id).get() would give.
+        value = result_record.to_json(result)
+    except TypeError:
+        value = "null"
     return job_locks.with_result(ties, keys.batch(bid), value)

@@ -3,7 +3,7 @@
 docs/canvas.md. Nothing here needs the celery package or a result backend.
 """
 
-from djwork.canvas import apply, eager_canvas, replace  # noqa: F401 - fill signature.APPLY and the task hooks
+from djwork.canvas import apply, eager_canvas, replace, stream  # noqa: F401 - fill signature.APPLY and the task hooks
 from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
 from djwork.canvas.result_set import ResultSet
 from djwork.canvas.shapes import chain, chord, chunks, group

@@ -91,18 +91,18 @@ def run_any(item: Any, previous: Any = NOTHING) -> Any:
     if isinstance(item, shapes.chain):
         return run_chain(item.tasks, item.options, previous)
     if isinstance(item, shapes.group):
-        return EagerGroupResult([run_any(task, previous) for task in item.tasks])
+        return EagerGroupResult([run_any(task, previous) for task in shapes.unrolled(item.tasks)])
     if isinstance(item, shapes.chord):
         return run_chord(item.header, item.body, item.options, previous)
     return run_signature(canvas.as_signature(item, "canvas"), previous)
 
 
 def run_group(sigs: list[Any]) -> EagerGroupResult:
-    return EagerGroupResult([run_any(sig) for sig in sigs])
+    return EagerGroupResult([run_any(sig) for sig in shapes.unrolled(sigs)])
 
 
 def run_chord(header: list[Any], body: Any, options: dict[str, Any], previous: Any = NOTHING) -> Any:
-    results = EagerGroupResult([run_any(task, previous) for task in header])
+    results = EagerGroupResult([run_any(task, previous) for task in shapes.unrolled(header)])
     return run_any(_with_links(body, options), results.get())
 
 
@@ -118,7 +118,7 @@ def run_chain(steps: list[Any], options: dict[str, Any], previous: Any = NOTHING
 def _with_links(item: Any, options: dict[str, Any]) -> Any:
     """``item`` with a chain's or chord's own ``link``/``link_error`` (they belong to its last job)."""
     links = {key: value for key, value in options.items() if key in canvas.LINK_OPTIONS and value is not None}
-    if not links or not isinstance(item, canvas.Signature):
+    if not links or not canvas.is_task(item):
         return item
     return item.clone(**links)
 
@@ -131,4 +131,5 @@ def run_chord_node(node: shapes.chord, options: dict[str, Any]) -> Any:
     return run_chord(node.header, node.body, {**node.options, **options})
 
 
-canvas.EAGER_APPLY.update(signature=run_signature, group=run_group, chord=run_chord_node, chain=run_chain_node)
+canvas.EAGER_APPLY.update(signature=run_signature, group=run_group, chord=run_chord_node, chain=run_chain_node,
+                          stream=run_chord_node)

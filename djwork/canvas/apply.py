@@ -60,21 +60,23 @@ def apply_group(members: list[Any]) -> GroupRef:
     return GroupRef(root.bid, [compiler.task_ids.get(slot, slot) for slot in root.jids], compiler.root_id or None)
 
 
-def apply_chain(node: Any, options: dict[str, Any]) -> ChainRef:
-    """A chain, or a chord (the chain ``[group(header), body]``): one batch per step, nested ones below."""
+def apply_chain(node: Any, options: dict[str, Any], hold: str | None = None) -> ChainRef:
+    """A chain, or a chord (the chain ``[group(header), body]``): one batch per step, nested ones below.
+    ``hold``: a pending member of the first step's batch that keeps it open (djwork/canvas/stream.py)."""
     nodes, own = steps_of(node)
     options = {**own, **_options(options, LINK_OPTIONS, "chain")}
     compiler = Compiler()
     steps = compiler.chain(nodes, options, None)
+    if hold is not None:
+        steps[0].plan.holds.append(hold)
     write(compiler.plans, push(steps[0].entries, compiler.root_id or steps[0].plan.bid))
     return ChainRef([step.plan.bid for step in steps],
                     [step.plan.jids[0] if step.kind == "one" else step.plan.bid for step in steps],
                     last_kind=steps[-1].kind, root_id=compiler.root_id or None)
 
 
-def apply_chord(node: Any, options: dict[str, Any]) -> ChordRef:
-    chained = apply_chain(node, options)
-    return ChordRef(chained)
+def apply_chord(node: Any, options: dict[str, Any], hold: str | None = None) -> ChordRef:
+    return ChordRef(apply_chain(node, options, hold))
 
 
 def call_signature(name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:

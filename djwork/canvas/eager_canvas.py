@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from djwork.canvas.nest import steps_of
-from djwork.canvas.shapes import group
-from djwork.canvas.signature import APPLY, CanvasError, Signature
+from djwork.canvas.shapes import group, unrolled
+from djwork.canvas.signature import APPLY, CanvasError, Signature, is_task
 from djwork.jobs.eager import FAILURE, SUCCESS, EagerResult
 from djwork.payload import new_jid
 
@@ -36,10 +36,10 @@ def _task(sig: Signature, first: Any) -> EagerResult:
 
 def run(node: Any, first: Any = NOTHING) -> EagerResult:
     """Run ``node`` (its first tasks get ``first`` before their own arguments); the canvas's result."""
-    if isinstance(node, Signature):
+    if is_task(node):
         return _task(node, first)
     if isinstance(node, group):
-        results = [run(task, first) for task in node.tasks]
+        results = [run(task, first) for task in unrolled(node.tasks)]
         failed = [result for result in results if result.state == FAILURE]
         if failed:
             return failed[0]

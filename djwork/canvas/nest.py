@@ -28,7 +28,7 @@ from typing import Any
 
 from djwork.canvas import plan as plans
 from djwork.canvas.shapes import chain, chord, group
-from djwork.canvas.signature import HAND_ON, LINK_OPTIONS, CanvasError, Signature
+from djwork.canvas.signature import HAND_ON, LINK_OPTIONS, CanvasError, Signature, is_task
 from djwork.payload import new_jid
 from djwork.results.record import PAYLOAD_FIELD
 
@@ -62,9 +62,9 @@ def steps_of(node: Any) -> tuple[list[Any], dict[str, Any]]:
     if isinstance(node, chord):
         if node.body is None:
             raise CanvasError("a chord needs a body: chord(header)(body)")
-        body_steps, body_options = steps_of(node.body) if not isinstance(node.body, Signature) else ([node.body], {})
+        body_steps, body_options = steps_of(node.body) if not is_task(node.body) else ([node.body], {})
         options = {key: value for key, value in node.body.options.items() if key in LINK_OPTIONS and value
-                   } if isinstance(node.body, Signature) else body_options
+                   } if is_task(node.body) else body_options
         options = {**options, **node.options}
         return [group(*node.header), *body_steps], options
     if isinstance(node, chain):
@@ -87,14 +87,14 @@ def _carry(steps: list[Any], options: dict[str, Any]) -> list[Any]:
         return steps
 
     def with_errback(node: Any) -> Any:
-        if isinstance(node, Signature):
+        if is_task(node):
             return node.clone(link_error=errback) if errback is not None and not node.options.get("link_error") \
                 else node
         return group(*(with_errback(task) for task in node.tasks)) if isinstance(node, group) else node
 
     carried = [with_errback(step) for step in steps]
     if link is not None:
-        if not isinstance(carried[-1], Signature) or carried[-1].options.get("link"):
+        if not is_task(carried[-1]) or carried[-1].options.get("link"):
             raise CanvasError(f"{link!r}: a link on an inner chain whose last step is a group (or has its own "
                               "link) is not supported; make the group a chord's header")
         carried[-1] = carried[-1].clone(link=link)
@@ -123,7 +123,7 @@ class Compiler:
 
     def member(self, node: Any, into: plans.Plan) -> list[Entry]:
         """``node`` as a member of the group batch ``into``; returns its entries."""
-        if isinstance(node, Signature):
+        if is_task(node):
             if not (node.options.get("link") or node.options.get("link_error")):
                 sig = self.reserve(node)
                 into.jids.append(sig.options["jid"])
@@ -135,10 +135,9 @@ class Compiler:
             self.task_ids[f"b-{own.bid}"] = sig.options["jid"]
             return self.member(sig, own)
         if isinstance(node, group):
-            nested = self.new_plan(f"canvas: group of {len(node.tasks)}", "all", into)
-            if not node.tasks:
-                raise CanvasError("an empty group inside a canvas is not supported (it has no job to end it)")
-            return [entry for task in node.tasks for entry in self.member(task, nested)]
+            # A group inside a group (or a chord's header) is unrolled into it, as Celery's is: its members
+            # are the outer group's, and their results come back in the outer list, not as a list of their own.
+            return [entry for task in node.tasks for entry in self.member(task, into)]
         steps, options = steps_of(node)
         if not steps:
             raise CanvasError("an empty chain inside a canvas has nothing to run")
@@ -149,7 +148,7 @@ class Compiler:
 
     def step(self, node: Any, index: int, total: int, container: plans.Plan | None, before: Any = None) -> Step:
         where = f"canvas: chain step {index + 1}/{total}"
-        if isinstance(node, Signature):
+        if is_task(node):
             own = self.new_plan(f"{where} {node.task}", "one", container)
             if node.options.get("link") is not None:  # run beside the next step, with the same value
                 plans.links(own, {"link": node.options["link"]})
@@ -162,7 +161,7 @@ class Compiler:
             # Celery calls what follows an empty group with [] (an empty chord header's body); a batch with
             # no job would have nothing to start it once the step before ends: one job hands on [], on the
             # queue of the task before (the default queue may have no worker).
-            queue = before.options.get("queue") if isinstance(before, Signature) else None
+            queue = before.options.get("queue") if is_task(before) else None
             return self.step(Signature(HAND_ON, [[]], options={"queue": queue} if queue else {}, immutable=True),
                              index, total, container)
         own = self.new_plan(f"{where} group of {len(node.tasks)}", "all", container)
@@ -174,14 +173,15 @@ class Compiler:
                  for index, node in enumerate(nodes)]
         for before, after in itertools.pairwise(steps):
             after.plan.after = before.plan.bid
-            # Celery's parent_id: the task whose result this one receives (a group's: the group's id).
+            # Celery's parent_id: the task whose result this one receives; after a group, the member whose end
+            # pushed it, which only the Lua step that pushes it knows (lua/batch_lib.lua, batch_push).
             fields = {"root_id": self.root_id, PAYLOAD_FIELD: True,
-                      "parent_id": before.plan.jids[0] if before.kind == "one" else before.plan.bid}
+                      "parent_id": before.plan.jids[0] if before.kind == "one" else None}
             for entry in after.entries:
                 _, head, spec = plans.callback(entry.sig, before.kind, entry.bid, before.plan.bid, fields)
                 before.plan.add_callback("success", head, spec)
         for node, made in zip(nodes, steps, strict=True):
-            errback = (node.options.get("link_error") if isinstance(node, Signature) else None) or \
+            errback = (node.options.get("link_error") if is_task(node) else None) or \
                 options.get("link_error")
             if errback is not None:
                 plans.add_errback(made.plan, errback)

@@ -19,6 +19,7 @@ collected as ``batch.jobs()`` collects); a callback is pushed by Lua, and runs n
 
 from __future__ import annotations
 
+import copy
 import secrets
 import time
 from collections.abc import Callable
@@ -52,6 +53,9 @@ class Plan:
     after: str = ""
     value: str = ""  # what it hands its parent or the next step: one, all, last (lua/batch_lib.lua)
     parent: str = ""  # the batch it is a member b-<bid> of (a canvas nested in a group)
+    # Pending members no job ends and no result is kept for: a chord header's hold while a generator still
+    # feeds it (djwork/canvas/stream.py), released by lua/batch_release.lua.
+    holds: list[str] = field(default_factory=list)
 
     def add_callback(self, event: str, head: str, spec: str) -> None:
         self.callbacks.setdefault(event, []).append((head, spec))
@@ -91,6 +95,11 @@ def payload_of(sig: Signature, first: Any = None, shape: str | None = None,
     options = {key: value for key, value in sig.options.items() if key not in LINK_OPTIONS}
     args = list(sig.args) if shape in (None, "none") else [first, *sig.args]
     job = resolve_job(sig.task)
+    if job is not None and job.typing and shape == "died":
+        # An errback's arguments are checked when it is called, as Celery's are: one that can't take the
+        # failed task's id fails then, in its own job, and one never called (nothing failed) never fails.
+        job = copy.copy(job)
+        job.typing = False
     if job is not None:
         payload, at = job.build_payload(args, dict(sig.kwargs), **options)
     else:
@@ -152,7 +161,8 @@ def add_errback(plan: Plan, errback: Signature) -> None:
     """``errback`` as the batch's death callback, called as Celery calls it: with the failed task's id
     first, or, for a function taking ``(request, exc, traceback)``, in a worker by the built-in job
     that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``)."""
-    if takes_request(errback.task):
+    # An immutable errback is called with its own arguments only, whatever its function takes (Celery's).
+    if not errback.immutable and takes_request(errback.task):
         errback = Signature(ERRBACK_CALLER, [dict(errback)], options={
             key: value for key, value in errback.options.items() if key in ("queue",)})
     _, head, spec = callback(errback, "died", None, plan.bid)
@@ -203,6 +213,8 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
             for start in range(0, len(plan.jids), CHUNK):
                 pipe.sadd(keys.batch_jids(plan.bid), *plan.jids[start:start + CHUNK])
                 pipe.rpush(keys.batch_order(plan.bid), *plan.jids[start:start + CHUNK])
+            if plan.holds:
+                pipe.sadd(keys.batch_jids(plan.bid), *plan.holds)
             for key in (head, keys.batch_jids(plan.bid), keys.batch_order(plan.bid)):
                 pipe.expire(key, PENDING_TTL)
         for collector in collectors:
@@ -213,7 +225,7 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
             if collector.scheduled:
                 pipe.zadd(keys.SCHEDULE, {raw: score for score, raw in collector.scheduled})
         for plan in plans:
-            if not plan.jids:
+            if not plan.jids and not plan.holds:
                 from djwork.redis import scripts
 
                 # Nothing will end in it (an empty group or chord header): its events are decided now.

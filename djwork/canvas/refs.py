@@ -17,6 +17,7 @@ from djwork import redis as redis_layer
 from djwork.batches.status import BatchStatus, read_status
 from djwork.canvas.signature import CanvasError, ChordError
 from djwork.redis import keys
+from djwork.results import AsyncResult
 
 FIRST_WAIT = 0.02
 LONGEST_WAIT = 0.25
@@ -82,8 +83,6 @@ def failed_jid(bid: str) -> str | None:
 def failure_of(bid: str) -> BaseException | None:
     """The exception a job that died in this batch (or a nested one) raised, from its own result record
     (a canvas's jobs keep one: plan.py), as ``AsyncResult.get()`` rebuilds it; None when there is none."""
-    from djwork.results import AsyncResult
-
     jid = failed_jid(bid)
     if jid is None:
         return None
@@ -120,11 +119,24 @@ def _wait(bids: list[str], done: str, failing: list[str], timeout: float | None,
 class GroupRef:
     """A group's batch: ``.get()`` returns every member's result, in order."""
 
-    def __init__(self, bid: str, jids: list[str], root_id: str | None = None) -> None:
+    def __init__(self, bid: str, jids: list[str] | None, root_id: str | None = None, parent: Any = None) -> None:
         self.bid = self.id = bid
-        self.jids = jids
+        self._jids = jids  # None: read from the batch when asked (a group step seen from the chain after it)
         self.root_id = root_id  # Celery's: the canvas's first task's id (None when restored from an old save)
-        self.parent_id: str | None = None
+        self.parent = parent  # Celery's: the result of the step before it, in a chain
+        self.parent_id: str | None = parent.id if parent is not None else None
+
+    @property
+    def jids(self) -> list[str]:
+        if self._jids is None:
+            order = redis_layer.run(lambda conn: conn.lrange(keys.batch_order(self.bid), 0, -1), idempotent=True)
+            self._jids = [value.decode() if isinstance(value, bytes) else str(value) for value in order]
+        return self._jids
+
+    def as_tuple(self) -> tuple[Any, Any]:
+        """Celery's serialised form of a group's result: ``((id, parent's form), [each member's form])``."""
+        return (self.id, self.parent.as_tuple() if self.parent is not None else None), [
+            result.as_tuple() for result in self.results]
 
     def __repr__(self) -> str:
         return f"<GroupRef {self.bid} of {len(self.jids)}>"
@@ -197,37 +209,39 @@ class GroupRef:
     @property
     def results(self) -> list[Any]:
         """Each member task's ``AsyncResult`` (a nested canvas member is left out: it has no one id)."""
-        from djwork.results import AsyncResult
-
         return [AsyncResult(jid, root_id=self.root_id) for jid in self.jids if not jid.startswith("b-")]
 
     def __iter__(self) -> Any:
         return iter(self.results)
 
 
-class ChainRef:
-    """A chain: ``.get()`` returns the last step's result (a task step is the one member of its batch,
-    a group step is the group's batch: its results in order)."""
+class ChainRef(AsyncResult):
+    """A chain: its last task's ``AsyncResult`` (Celery's), whose ``.parent`` is the step before's result.
+    ``.get()`` returns the last step's result (a task step is the one member of its batch, a group step is
+    the group's batch: its results in order), and re-raises the exception of any step that died."""
 
     def __init__(self, bids: list[str], jids: list[str], last_kind: str = "one", root_id: str | None = None) -> None:
+        # Celery's parent_id: the step whose result the last one receives (a group step's: the group's id)
+        super().__init__(jids[-1], root_id, jids[-2] if len(jids) > 1 else None)
         self.bids = bids
         self.jids = jids
         self.last_kind = last_kind
-        self.id = self.jid = jids[-1]
-        self.root_id = root_id  # Celery's: the chain's first task's id
-        # Celery's: the step whose result the last one receives (a group step's: the group's id)
-        self.parent_id = jids[-2] if len(jids) > 1 else None
+        self.jid = self.id
 
     def __repr__(self) -> str:
         return f"<ChainRef {len(self.bids)} steps, last {self.id}>"
 
     @property
-    def parent(self) -> ChainRef | None:
-        """The chain up to the step before the last (its ``.get()`` is that step's result); None for the first."""
+    def parent(self) -> Any:
+        """The step before the last: the chain up to it (its ``.get()`` is that step's result), or, for a group
+        step, its ``GroupRef`` (whose ``.parent`` goes on back); None for the first step."""
         if len(self.bids) < 2:
             return None
-        return ChainRef(self.bids[:-1], self.jids[:-1], "one" if self.jids[-2] != self.bids[-2] else "all",
-                        self.root_id)
+        before = ChainRef(self.bids[:-1], self.jids[:-1], "one" if self.jids[-2] != self.bids[-2] else "all",
+                          self.root_id)
+        if before.last_kind == "one":
+            return before
+        return GroupRef(self.bids[-2], None, self.root_id, before.parent)
 
     def ready(self) -> bool:
         exists, success, _death = _claims([self.bids[-1]])[0]
@@ -236,11 +250,11 @@ class ChainRef:
     @property
     def state(self) -> str:
         """The last task's state (Celery's AsyncResult of a chain is its last task's): canvas jobs keep a record."""
-        from djwork.results import AsyncResult
-
         return AsyncResult(self.id).state
 
-    status = state
+    @property
+    def status(self) -> str:
+        return self.state
 
     def successful(self) -> bool:
         return self.state == "SUCCESS"
@@ -248,7 +262,7 @@ class ChainRef:
     def failed(self) -> bool:
         return any(claim[2] for claim in _claims(self.bids))
 
-    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
+    def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5) -> Any:
         """The last step's return value; a step's death re-raises its exception (the steps after it never run)."""
         died = _wait(self.bids, self.bids[-1], self.bids if propagate else [], timeout, f"chain {self.id}")
         if died is not None:
@@ -258,19 +272,21 @@ class ChainRef:
         results = results_of(self.bids[-1])
         return results if self.last_kind == "all" else results[0]
 
+    wait = get
+
 
 class ChordRef(ChainRef):
     """A chord (the chain of its header's group and its body): ``.get()`` returns the body's result."""
 
     def __init__(self, chained: ChainRef) -> None:
         super().__init__(chained.bids, chained.jids, chained.last_kind, chained.root_id)
-        self.header = GroupRef(chained.bids[0], [], chained.root_id)
+        self.header = GroupRef(chained.bids[0], None, chained.root_id)
         self.body_bid = chained.bids[-1]
 
     def __repr__(self) -> str:
         return f"<ChordRef header {self.header.bid} body {self.body_bid}>"
 
-    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
+    def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5) -> Any:
         """The body's return value; a header member's death re-raises its exception (the body never runs),
         or raises ChordError when it left no record."""
         died = _wait(self.bids, self.bids[-1], self.bids if propagate else [], timeout, f"chord {self.header.bid}")

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 from djwork import redis as redis_layer
 from djwork.batches import runtime
 from djwork.canvas import plan as plans
 from djwork.canvas.nest import Compiler, steps_of
 from djwork.canvas.shapes import as_node, chain
-from djwork.canvas.signature import HAND_ON, CanvasError, Signature
+from djwork.canvas.signature import HAND_ON, CanvasError, Signature, is_task
 from djwork.jobs import task_class
 from djwork.jobs.task_class import Replaced
 from djwork.redis import keys
@@ -54,12 +56,12 @@ def _batch_of(task: Any, what: str) -> tuple[str, str, dict[str, str]]:
 
 def _compile(node: Any, bid: str, root_id: str | None, wrap_task: bool) -> tuple[Compiler, plans.Plan, list[Any]]:
     """``node`` as a member of the existing batch ``bid``: the new plans, a stand-in for that batch (its
-    ``jids[-1]`` is the new member), the entries. ``wrap_task``: a lone task gets a batch of its own too."""
+    ``jids`` are the new members), the entries. ``wrap_task``: a lone task gets a batch of its own too."""
     compiler = Compiler()
     compiler.root_id = root_id or ""
     into = plans.Plan(bid, "")  # not written: it stands for the running job's batch, to name the child's slot
     node = as_node(node, "replace")
-    if wrap_task and isinstance(node, Signature):
+    if wrap_task and is_task(node):
         # A child batch even for one task: its value is what the slot hands on, whatever the job returns.
         own = compiler.new_plan(f"canvas: replacement {node.task}", "one", into)
         entries = compiler.member(node, own)
@@ -73,10 +75,8 @@ def _ending_as(node: Any, jid: str, queue: str) -> Any:
     ends in a group gets one more job, ``hand_on``, on ``queue`` (the replaced job's: the default queue
     may have no worker), that makes the group's list its result."""
     steps, options = steps_of(as_node(node, "replace"))
-    if not steps:
-        raise CanvasError("replace(): an empty chain has nothing to replace the job with")
     last = steps[-1]
-    if isinstance(last, Signature):
+    if is_task(last):
         steps[-1] = last.clone(jid=jid)
     else:
         steps.append(Signature(HAND_ON, options={"jid": jid, "queue": queue}))
@@ -87,8 +87,13 @@ def replace(task: Any, sig: Any) -> Any:
     """Replace the running job by ``sig`` (a task or any canvas); ``Replaced`` for ``Task.replace`` to raise,
     or, in an eager run, the replacement's value."""
     request = task.request
+    node = as_node(sig, "replace")
+    if isinstance(node, chain) and not steps_of(node)[0]:
+        # Celery's error and words: the job fails with it (there is nothing to hand its place to).
+        raise ImproperlyConfigured("Cannot replace with an empty chain: replace() needs a task or a canvas "
+                                   "with at least one task")
     if request.is_eager:
-        return as_node(sig, "replace").apply().get()
+        return node.apply().get()
     if not request.id:
         raise CanvasError("replace() works in a job run by a worker (or by apply()): "
                           "a job called as a function has no id to hand over")
@@ -104,7 +109,7 @@ def replace(task: Any, sig: Any) -> Any:
 def _replace_alone(request: Any, node: Any) -> None:
     """A job sent on its own: the replacement, sent as a job or a canvas of its own, ends in its id."""
     root_id = request.root_id or request.id
-    if isinstance(node, Signature) and not (node.options.get("link") or node.options.get("link_error")):
+    if is_task(node) and not (node.options.get("link") or node.options.get("link_error")):
         from djwork import client
 
         payload, at = plans.payload_of(node, fields={"root_id": root_id,
@@ -139,18 +144,27 @@ def add_to_chord(task: Any, sig: Any) -> Any:
     _, bid, fields = _batch_of(task, "add_to_chord()")
     if fields["value"] != "all":
         raise CanvasError("add_to_chord(): the running job is not a member of a group or chord header")
-    compiler, into, entries = _compile(sig, bid, task.request.root_id, wrap_task=False)
-    slot = into.jids[-1]  # a task joins as itself, as a header member does; a canvas as its batch
-
-    def join(pipe: Any) -> None:
-        pipe.sadd(keys.batch_jids(bid), slot)
-        pipe.rpush(keys.batch_order(bid), slot)
-        pipe.hincrby(keys.batch(bid), "total", 1)
-
-    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+    slots = add_members(bid, sig, task.request.root_id)
     from djwork.results import AsyncResult
 
-    return AsyncResult(slot)
+    return AsyncResult(slots[-1])
+
+
+def add_members(bid: str, node: Any, root_id: str | None) -> list[str]:
+    """``node`` appended to the group batch ``bid`` (a chord's header), in one MULTI with its first jobs: a task
+    joins as itself, a group as its tasks (unrolled), another canvas as its batch. Returns the new slots."""
+    compiler, into, entries = _compile(node, bid, root_id, wrap_task=False)
+    slots = into.jids
+    if not slots:
+        return []  # an empty group: nothing joins
+
+    def join(pipe: Any) -> None:
+        pipe.sadd(keys.batch_jids(bid), *slots)
+        pipe.rpush(keys.batch_order(bid), *slots)
+        pipe.hincrby(keys.batch(bid), "total", len(slots))
+
+    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+    return slots
 
 
 task_class.CANVAS_VERBS.update(replace=replace, add_to_chord=add_to_chord)

@@ -61,10 +61,22 @@ def task_name(task: Any) -> str:
     return name
 
 
+# What a chain, group or chord says it is (Celery's ``subtask_type``): they are Signatures too, dicts in
+# Celery's shape with their members in ``kwargs``, so a canvas travels as JSON like a task's signature.
+COMPOSITE = ("chain", "group", "chord")
+# How each of them is rebuilt from its dict (djwork/canvas/shapes.py fills it: this module can't import it).
+REBUILD: dict[str, Callable[[dict[str, Any]], Any]] = {}
+
+
+def is_task(value: Any) -> bool:
+    """A single task's signature, not a chain, group or chord (which are Signatures too, as in Celery)."""
+    return isinstance(value, Signature) and value.get("subtask_type") not in COMPOSITE
+
+
 def as_signature(value: Any, where: str) -> Signature:
-    if isinstance(value, Signature):
+    if is_task(value):
         return value
-    if isinstance(value, dict) and "task" in value:
+    if isinstance(value, dict) and "task" in value and value.get("subtask_type") not in COMPOSITE:
         return signature(value)
     raise CanvasError(f"{where}: expected a signature (task.s(...)), got {value!r}")
 
@@ -78,6 +90,16 @@ class Signature(dict):
         super().__init__(task=task_name(task), args=list(args or ()), kwargs=dict(kwargs or {}), options={},
                          immutable=bool(immutable), subtask_type=subtask_type)
         self.set(**(options or {}))
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any], app: Any = None) -> Signature:
+        """A signature, chain, group or chord back from its dict (as JSON gives it back), its nested members
+        rebuilt too (Celery's ``Signature.from_dict``; ``app`` is accepted and unused)."""
+        kind = value.get("subtask_type")
+        if kind in COMPOSITE:
+            return REBUILD[kind](value)
+        return Signature(value["task"], value.get("args"), value.get("kwargs"), value.get("options"),
+                         bool(value.get("immutable")))
 
     @property
     def task(self) -> str:
@@ -203,11 +225,8 @@ class Signature(dict):
 
 def signature(value: Any, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
               immutable: bool = False, **options: Any) -> Signature:
-    """``signature(d)``: back from its JSON dict; ``signature("tasks.add", args=(1, 2))``: by name."""
+    """``signature(d)``: back from its JSON dict (a chain, group or chord too); ``signature("tasks.add",
+    args=(1, 2))``: by name."""
     if isinstance(value, dict) and "task" in value:
-        if value.get("subtask_type") in ("chain", "group", "chord"):
-            raise CanvasError("a serialized chain, group or chord can't be rebuilt with signature(); "
-                              "only single task signatures travel as JSON")
-        return Signature(value["task"], value.get("args"), value.get("kwargs"), value.get("options"),
-                         bool(value.get("immutable")))
+        return Signature.from_dict(value)
     return Signature(value, args, kwargs, options, immutable)

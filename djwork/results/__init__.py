@@ -235,6 +235,12 @@ class ResultMethods:
 
         return revoke(self._jid(), terminate=terminate, signal=signal)
 
+    def as_tuple(self) -> tuple[Any, Any]:
+        """Celery's serialised form of a result, ``((id, parent's form), None)``: how a job that returns a
+        result (a ref, a chain's) has it stored (djwork/results/record.py)."""
+        parent = getattr(self, "parent", None)
+        return (self.id, parent.as_tuple() if parent is not None else None), None
+
 
 def _register_and_read(jid: str, result_key: str, notify_key: str) -> dict[str, str]:
     """Register as a waiter and read the record, in one MULTI: a result stored after this finds us and wakes us."""
@@ -281,7 +287,9 @@ class AsyncResult(ResultMethods):
         return f"<AsyncResult: {self.id}>"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ResultMethods) and other.id == self.id
+        # Celery's: a result equals its id too (``parent_id in group_result.results``).
+        return (isinstance(other, ResultMethods) and other.id == self.id) or (isinstance(other, str)
+                                                                                and other == self.id)
 
     def __hash__(self) -> int:
         return hash(self.id)

@@ -60,12 +60,26 @@ def error_json(class_name: str, message: str, args: Any = None) -> str:
     return orjson.dumps(record).decode()
 
 
+def encode_other(value: Any) -> Any:
+    """``orjson``'s ``default``: a return value it can't encode that is a result (a job's ref, a chain's, a
+    group's) is stored in Celery's form, ``as_tuple()``, as Celery's JSON encoder does; anything else is refused."""
+    as_tuple = getattr(value, "as_tuple", None)
+    if callable(as_tuple):
+        return as_tuple()
+    raise TypeError(f"Type is not JSON serializable: {type(value).__qualname__}")
+
+
+def to_json(value: Any) -> str:
+    """The JSON of a return value (TypeError when it has none): what a record and a batch keep of it."""
+    return orjson.dumps(value, default=encode_other).decode()
+
+
 def success_spec(value: Any, config: Config) -> str:
     """SUCCESS with the JSON return value; a value JSON can't carry, or too large, as a clear failure record."""
     if value is None:  # most jobs return nothing: no JSON encoding per job, and the same string each time
         return _NONE_SPECS.get(config.result_ttl) or _none_spec(config.result_ttl)
     try:
-        text = orjson.dumps(value).decode()
+        text = to_json(value)
     except TypeError as error:  # orjson.JSONEncodeError is a TypeError
         return spec(FAILURE, error_json(NOT_STORED_CLASS, f"the return value ({type(value).__qualname__}) is not "
                                         f"JSON-serialisable: {error}"), config.result_ttl)
