@@ -10,6 +10,7 @@ keys) must be a change to this file alone. docs/keys.md mirrors this table.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 # --- Sidekiq OSS keys (docs/wire.md, Keys) ------------------------------------
 QUEUES = "queues"  # SET of queue names without the "queue:" prefix
@@ -108,10 +109,16 @@ def in_progress(identity: str, queue_name: str) -> str:
 
 
 def parse_in_progress(key: str) -> tuple[str, str] | None:
-    """``djwork:inprogress:<identity>|<queue>`` -> (identity, queue), None if not one."""
+    """``djwork:inprogress:<identity>|<queue>`` (or a cluster's ``...|{queue:<queue>}``) -> (identity, queue).
+
+    None if not one.
+    """
     if not key.startswith(IN_PROGRESS_PREFIX):
         return None
     identity, sep, queue_name = key[len(IN_PROGRESS_PREFIX):].rpartition("|")
+    tagged = f"{{{QUEUE_PREFIX}"
+    if queue_name.startswith(tagged) and queue_name.endswith("}"):
+        queue_name = queue_name[len(tagged):-1]
     if not sep or not identity or not queue_name:
         return None
     return identity, queue_name
@@ -350,3 +357,84 @@ def saved_group(group_id: str) -> str:
     """STRING ``djwork:saved-group:<id>``: JSON {bid, jids} of a group, ``GroupResult.save()``, for ``restore()``."""
     return f"{SAVED_GROUP_PREFIX}{group_id}"
 
+
+
+# --- Redis Cluster (docs/cluster.md, Keys) ------------------------------------------
+# A Lua script or MULTI may touch one hash slot only. ``queue:<name>`` has no braces and hashes whole, so
+# a companion whose name holds ``{queue:<name>}`` shares its slot without the queue (Sidekiq's name) being
+# renamed. The single-server names above do not change: a cluster's layout is a second one, chosen once
+# by the mode (``layout``), never a test scattered through the callers.
+def queue_tag(queue_name: str) -> str:
+    """``{queue:<name>}``: the hash tag that puts a key in the slot of ``queue:<name>``."""
+    return f"{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+def cluster_in_progress(identity: str, queue_name: str) -> str:
+    """LIST ``djwork:inprogress:<identity>|{queue:<name>}``: ``in_progress`` in the queue's slot."""
+    return f"{IN_PROGRESS_PREFIX}{identity}|{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+def cluster_isolated(queue_name: str) -> str:
+    """LIST ``djwork:isolated:{queue:<name>}``: ``isolated`` in the queue's slot."""
+    return f"{ISOLATED_PREFIX}{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+def cluster_orphan_counts(queue_name: str) -> str:
+    """HASH ``djwork:orphan-counts:{queue:<name>}``: the recovery counters of one queue's jobs, in its slot."""
+    return f"{ORPHAN_COUNTS}:{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+def cluster_finished_late(queue_name: str) -> str:
+    """HASH ``djwork:finished-late:{queue:<name>}``: one queue's finished-late marks, in its slot."""
+    return f"{FINISHED_LATE}:{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+PUSHED_PREFIX = "djwork:pushed:"
+PUSHED_HORIZON = 3600  # seconds a push_once remembers a jid: longer than any move's two steps are apart
+
+
+def pushed(queue_name: str) -> str:
+    """ZSET ``djwork:pushed:{queue:<name>}``: jid -> when a move pushed it (lua/push_once.lua), trimmed by age.
+
+    What makes the first half of a cluster's two-step move (push, then remove) safe to repeat.
+    """
+    return f"{PUSHED_PREFIX}{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+CLUSTER_DEAD_BYTES = "djwork:dead-bytes:{dead}"  # DEAD_BYTES in the slot of `dead`, trimmed in the same step
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The per-queue companion keys of one mode: one server's names, or a cluster's hash-tagged ones.
+
+    The queue itself (``queue``) and every Sidekiq key are the same in both.
+    """
+
+    cluster: bool
+
+    def in_progress(self, identity: str, queue_name: str) -> str:
+        return cluster_in_progress(identity, queue_name) if self.cluster else in_progress(identity, queue_name)
+
+    def isolated(self, queue_name: str) -> str:
+        return cluster_isolated(queue_name) if self.cluster else isolated(queue_name)
+
+    def orphan_counts(self, queue_name: str) -> str:
+        """One server keeps every queue's counters in one hash; a cluster one per queue, in its slot."""
+        return cluster_orphan_counts(queue_name) if self.cluster else ORPHAN_COUNTS
+
+    def finished_late(self, queue_name: str) -> str:
+        return cluster_finished_late(queue_name) if self.cluster else FINISHED_LATE
+
+    @property
+    def dead_bytes(self) -> str:
+        return CLUSTER_DEAD_BYTES if self.cluster else DEAD_BYTES
+
+
+SINGLE_SERVER = Layout(cluster=False)
+CLUSTER = Layout(cluster=True)
+
+
+def layout(cluster: bool) -> Layout:
+    """The layout of a mode: ``CLUSTER`` for a ``redis+cluster://`` REDIS_URL, else ``SINGLE_SERVER``."""
+    return CLUSTER if cluster else SINGLE_SERVER
