@@ -13,8 +13,6 @@ import shutil
 
 import pytest
 import redis as redis_py
-from django.conf import settings
-from django.test import override_settings
 from django.urls import reverse
 
 from djwork import api
@@ -22,15 +20,6 @@ from djwork import redis as redis_layer
 from djwork.api import access
 from djwork.redis import keys
 from tests.support.redis_cluster import ClusterDidNotForm, LoopbackCluster
-
-
-@pytest.fixture
-def on_cluster(cluster_redis):
-    """djwork's settings pointed at the cluster through ONE node of it (any subset will do)."""
-    with override_settings(DJWORK={**settings.DJWORK, "REDIS_URL": cluster_redis.url(nodes=1)}):
-        redis_layer.reset()
-        yield cluster_redis
-    redis_layer.reset()
 
 
 def _keys_per_primary(cluster) -> dict[int, int]:

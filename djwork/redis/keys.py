@@ -394,7 +394,7 @@ PUSHED_HORIZON = 3600  # seconds a push_once remembers a jid: longer than any mo
 
 
 def pushed(queue_name: str) -> str:
-    """ZSET ``djwork:pushed:{queue:<name>}``: jid -> when a move pushed it (lua/push_once.lua), trimmed by age.
+    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when it pushed onto the queue (lua/push_once.lua), trimmed by age.
 
     What makes the first half of a cluster's two-step move (push, then remove) safe to repeat.
     """
