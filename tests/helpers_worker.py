@@ -155,8 +155,8 @@ class Workers:
     def _start(self, command: list[str], label: str, redis_url: str | None, overrides: dict[str, Any] | None,
                extra_env: dict[str, str]) -> Worker:
         redis_url = redis_url or self.redis_url
-        # A sentinel URL names several hosts (urlparse can't give one port); its sentinels run on free ports.
-        if not redis_url.startswith("redis+sentinel://") and urlparse(redis_url).port == 6379:
+        # A sentinel or cluster URL names several hosts (urlparse can't give one port), all on free ports.
+        if "+" not in redis_url.split("://")[0] and urlparse(redis_url).port == 6379:
             raise RuntimeError("worker tests run against a private Redis only")
         env = dict(os.environ)
         env.update({

@@ -176,7 +176,7 @@ class Takers:
 
     # --- one taker thread ------------------------------------------------------------------
     def _take_loop(self, queue_index: int, first: bool) -> None:
-        taker = QueueTaker(self.fetcher, queue_index)
+        taker = (self.fetcher.taker_class or QueueTaker)(self.fetcher, queue_index)
         paused: bool | None = None  # unknown until asked
         me = threading.get_ident()
         self._roles[me] = (queue_index, first)

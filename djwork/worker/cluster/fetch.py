@@ -1,0 +1,135 @@
+"""The fetch and its acks on a Redis Cluster: one ``lua/fetch_queue.lua`` call per queue, each in its slot.
+
+On one server ``fetch.lua`` settles the acks and takes jobs from every queue in one step. On a cluster
+each queue's keys share the queue's slot (``{queue:<name>}``), so each queue gets a call of its own, and
+the calls of a round go out together, one round trip per node (djwork.redis.exchange_on). The reliable
+fetch's guarantee is the same: a job moves from its queue to its in-progress list inside one call, so it
+is always on one of the two.
+
+A round settles the acks of every queue that has some (an ack-only call, limit 0) and takes from the
+first queue of the fetch's order with the whole limit; only when that queue had fewer jobs is the next
+one asked, in another round. Several queues asked at once would each have to be given the whole limit
+(a call cannot know what the others took), and the fetch could take more jobs than it has free slots.
+A busy queue fills the batch in one round trip, as on one server.
+
+``paused`` lives in a slot of its own: its SMEMBERS rides in the round, and the queues it names are
+skipped from the next fetch on (one fetch later than on one server, where the check is in the step).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+from djwork import redis as redis_layer
+from djwork.payload import stored_payload
+from djwork.redis import keys, scripts
+from djwork.settings.conf import Capsule
+from djwork.worker.cluster.taker import ClusterQueueTaker
+from djwork.worker.fetch import Ack, Fetcher, SentFetch, UnitOfWork, logger
+from djwork.worker.isolation import IsolationGate
+
+
+class ClusterFetcher(Fetcher):
+    """``Fetcher`` whose fetch is one single-slot call per queue; requeue and the rest use the cluster's keys."""
+
+    taker_class = ClusterQueueTaker
+
+    def __init__(self, identity: str, capsule: Capsule, reliable: bool,
+                 isolation: IsolationGate | None = None) -> None:
+        super().__init__(identity, capsule, reliable, isolation, layout=keys.CLUSTER)
+        self.finished_late_keys = [keys.cluster_finished_late(name) for name in self.queue_names]
+
+    def send(self, limit: int, acks: list[Ack]) -> SentFetch:
+        """Nothing leaves yet: a cluster's fetch runs its rounds in ``receive`` (the refill overlaps no round trip)."""
+        order = [index for index in self.order() if self.queue_names[index - 1] not in self.paused]
+        isolated_allowed = self.isolation.reserve() if self.reliable and limit > 0 else 0
+        return SentFetch(limit, acks, order, isolated_allowed, [], [])
+
+    def receive(self, sent: SentFetch) -> list[UnitOfWork]:
+        try:
+            work = self._rounds(sent)
+        except BaseException:
+            # Unknown whether an isolated job was taken; a reconcile adopts it unflagged.
+            self.isolation.settle(sent.isolated_allowed, 0)
+            raise
+        self.isolation.settle(sent.isolated_allowed, sum(unit.isolated for unit in work))
+        return work
+
+    def _call(self, index: int, limit: int, isolated_allowed: int, raws: list[Any]) -> tuple[Any, ...]:
+        script_keys = [self.queue_keys[index - 1], self.in_progress_keys[index - 1], self.isolated_keys[index - 1],
+                       self.orphan_counts_keys[index - 1], self.finished_late_keys[index - 1]]
+        args = [limit, "reliable" if self.reliable else "basic", isolated_allowed, *raws]
+        return ("EVALSHA", scripts.sha("fetch_queue"), len(script_keys), *script_keys, *args)
+
+    def _rounds(self, sent: SentFetch) -> list[UnitOfWork]:
+        acked: dict[int, list[Any]] = {}
+        for ack in sent.acks:
+            acked.setdefault(ack.queue_index, []).append(ack.raw)
+        remaining, isolated_allowed = sent.limit, sent.isolated_allowed
+        asked = sent.order[:1] if remaining > 0 else []
+        # The first round: every queue's acks and the first queue's take, and the paused set for the next fetch.
+        calls = [(index, remaining) for index in asked] + [(index, 0) for index in acked if index not in asked]
+        commands = [self._call(index, limit, isolated_allowed if limit else 0, acked.get(index, []))
+                    for index, limit in calls]
+        replies = self._exchange([*commands, ("SMEMBERS", keys.PAUSED)])
+        paused = replies.pop()
+        if not isinstance(paused, Exception):
+            self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
+        work = self._taken_all(calls, replies)
+        for index in sent.order[1:]:
+            remaining = sent.limit - len(work)
+            if remaining <= 0:
+                break
+            # The next queue in order, for what the ones before it could not fill.
+            allowed = sent.isolated_allowed - sum(unit.isolated for unit in work)
+            work += self._taken_all([(index, remaining)], self._exchange([self._call(index, remaining, allowed, [])]))
+        return work
+
+    def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """One round, one round trip per node; calls answered NOSCRIPT (which ran nothing) sent again as EVAL."""
+        # Not replayed: a lost reply may hide jobs a call moved, which the dispatcher's reconcile adopts.
+        replies = redis_layer.run(lambda conn: redis_layer.exchange_on(conn, commands), purpose="fetch")
+        refused = [position for position, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if refused:
+            again = redis_layer.run(lambda conn: redis_layer.exchange_on(
+                conn, [("EVAL", scripts.source("fetch_queue"), *commands[position][2:]) for position in refused]),
+                purpose="fetch")
+            for position, reply in zip(refused, again, strict=True):
+                replies[position] = reply
+        return replies
+
+    def _taken_all(self, calls: list[tuple[int, int]], replies: list[Any]) -> list[UnitOfWork]:
+        return [unit for (index, _limit), reply in zip(calls, replies, strict=True)
+                for unit in self._taken(index, reply)]
+
+    def _taken(self, index: int, reply: Any) -> list[UnitOfWork]:
+        if isinstance(reply, Exception):
+            # The call did not run (a refused command is refused whole): this queue's acks wait for a
+            # reconcile, its jobs stay queued; the other queues' calls stand.
+            logger.error("djwork: the fetch from queue %s failed: %s", self.queue_names[index - 1], reply)
+            raise reply
+        payloads, isolated_taken, broken, skipped = reply
+        if broken:
+            self._report_broken(broken)
+        for jid in skipped:
+            logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
+                           "shutdown deadline had pushed it back", jid.decode() if isinstance(jid, bytes) else jid)
+        in_progress = self.in_progress_keys[index - 1] if self.reliable else None
+        return [UnitOfWork(queue=self.queue_names[index - 1], queue_index=index, raw=stored_payload(raw),
+                           in_progress_key=in_progress, isolated=position == 0 and bool(isolated_taken))
+                for position, raw in enumerate(payloads)]
+
+    def drop_if_revoked(self, queue_index: int, raw: Any) -> bool:
+        """Revoke is refused on a cluster (djwork/worker/cluster/refusals.py): no taken job is revoked."""
+        return False
+
+    def _push_back(self, unfinished: Any) -> int:
+        """Basic fetch's shutdown push-back: one RPUSH per job, each in its queue's slot (no MULTI across them)."""
+        if not unfinished:
+            return 0
+        commands = [("RPUSH", self.queue_keys[unit.queue_index - 1], unit.raw) for unit in unfinished]
+        # Not replayed: a lost reply may hide pushes that landed; basic fetch accepts the loss instead.
+        redis_layer.run(lambda conn: redis_layer.exchange_on(conn, commands))
+        return len(unfinished)
