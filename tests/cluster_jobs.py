@@ -33,10 +33,10 @@ def slow(key: str, seconds: float) -> None:
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
 
 
-@djwork.job(retry=3)
-def fail_once(key: str) -> None:
-    """Fails its first run (counted), succeeds on its retry."""
+@djwork.job(bind=True, max_retries=3, default_retry_delay=1)
+def fail_once(self, key: str) -> None:
+    """Fails its first run (counted), retried a second later through `retry`, succeeds then."""
     failures = redis_layer.run(lambda conn: conn.hincrby(FAILURES, key, 1))
     if failures == 1:
-        raise RuntimeError(f"first run of {key} fails on purpose")
+        raise self.retry(countdown=1)
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))

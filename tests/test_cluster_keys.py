@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from redis.crc import key_slot
 
-from djwork.redis import keys
+from djwork.redis import key_layout, keys
 
 
 @pytest.mark.parametrize("queue", ["default", "mail.high", "a:b", "x|y"])
 def test_a_cluster_queues_companions_hash_to_the_queues_slot(queue):
-    layout = keys.layout(cluster=True)
+    layout = key_layout.layout(cluster=True)
     slot = key_slot(keys.queue(queue).encode())
     for key in (layout.in_progress("host:1:abc", queue), layout.isolated(queue), layout.orphan_counts(queue),
                 layout.finished_late(queue), keys.pushed(queue)):
@@ -19,7 +19,7 @@ def test_a_cluster_queues_companions_hash_to_the_queues_slot(queue):
 
 
 def test_one_servers_layout_keeps_its_names():
-    layout = keys.layout(cluster=False)
+    layout = key_layout.layout(cluster=False)
     assert layout.in_progress("host:1:abc", "default") == "djwork:inprogress:host:1:abc|default"
     assert layout.isolated("default") == "djwork:isolated:default"
     assert layout.orphan_counts("default") == keys.ORPHAN_COUNTS == "djwork:orphan-counts"
@@ -29,5 +29,5 @@ def test_one_servers_layout_keeps_its_names():
 
 @pytest.mark.parametrize("cluster", [False, True])
 def test_an_in_progress_list_names_its_process_and_queue_in_both_layouts(cluster):
-    key = keys.layout(cluster).in_progress("host:1:abc", "mail")
+    key = key_layout.layout(cluster).in_progress("host:1:abc", "mail")
     assert keys.parse_in_progress(key) == ("host:1:abc", "mail")

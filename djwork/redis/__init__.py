@@ -202,7 +202,7 @@ def exchange_on(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     key (djwork.redis.cluster_exchange), the nodes' round trips overlapping.
     """
     if isinstance(client, redis_py.RedisCluster):
-        return exchange_by_node(client, commands)
+        return exchange_by_node(client, commands, pack)
     pool = client.connection_pool
     connection = pool.get_connection()
     try:

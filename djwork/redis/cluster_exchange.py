@@ -12,6 +12,7 @@ those commands alone are sent again, to their new owner; every other reply is fi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import redis as redis_py
@@ -22,8 +23,12 @@ from djwork.redis.connections import is_failover_reply
 MOVED_ROUNDS = 3  # a slot that moves again under each reload is a cluster mid-reshard: give the error back
 
 
-def exchange_by_node(client: redis_py.RedisCluster, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Every reply of ``commands`` in order, error replies as exception objects in their place (as ``exchange``)."""
+def exchange_by_node(client: redis_py.RedisCluster, commands: list[tuple[Any, ...]],
+                     pack: Callable[[Any, list[tuple[Any, ...]]], Any]) -> list[Any]:
+    """Every reply of ``commands`` in order, error replies as exception objects in their place (as ``exchange``).
+
+    ``pack`` is djwork.redis.pack (passed in: that module is the layer's entry and imports this one).
+    """
     replies: list[Any] = [None] * len(commands)
     pending = list(range(len(commands)))
     for round_number in range(MOVED_ROUNDS):
@@ -35,7 +40,7 @@ def exchange_by_node(client: redis_py.RedisCluster, commands: list[tuple[Any, ..
             node = client.nodes_manager.get_node_from_slot(client.determine_slot(*commands[index]))
             by_node.setdefault(node.name, []).append(index)
             nodes[node.name] = node
-        answered = _one_round(client, nodes, by_node, commands)
+        answered = _one_round(client, nodes, by_node, commands, pack)
         pending = [index for index in pending if isinstance(answered[index], MovedError)]
         for index, reply in answered.items():
             replies[index] = reply
@@ -47,9 +52,7 @@ def exchange_by_node(client: redis_py.RedisCluster, commands: list[tuple[Any, ..
 
 
 def _one_round(client: redis_py.RedisCluster, nodes: dict[str, Any], by_node: dict[str, list[int]],
-               commands: list[tuple[Any, ...]]) -> dict[int, Any]:
-    from djwork.redis import pack  # the layer's entry module imports this one
-
+               commands: list[tuple[Any, ...]], pack: Callable[[Any, list[tuple[Any, ...]]], Any]) -> dict[int, Any]:
     taken: list[tuple[Any, Any]] = []
     try:
         for name in by_node:

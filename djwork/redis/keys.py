@@ -10,7 +10,6 @@ keys) must be a change to this file alone. docs/keys.md mirrors this table.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 # --- Sidekiq OSS keys (docs/wire.md, Keys) ------------------------------------
 QUEUES = "queues"  # SET of queue names without the "queue:" prefix
@@ -363,12 +362,7 @@ def saved_group(group_id: str) -> str:
 # A Lua script or MULTI may touch one hash slot only. ``queue:<name>`` has no braces and hashes whole, so
 # a companion whose name holds ``{queue:<name>}`` shares its slot without the queue (Sidekiq's name) being
 # renamed. The single-server names above do not change: a cluster's layout is a second one, chosen once
-# by the mode (``layout``), never a test scattered through the callers.
-def queue_tag(queue_name: str) -> str:
-    """``{queue:<name>}``: the hash tag that puts a key in the slot of ``queue:<name>``."""
-    return f"{{{QUEUE_PREFIX}{queue_name}}}"
-
-
+# by the mode (djwork/redis/key_layout.py), never a test scattered through the callers.
 def cluster_in_progress(identity: str, queue_name: str) -> str:
     """LIST ``djwork:inprogress:<identity>|{queue:<name>}``: ``in_progress`` in the queue's slot."""
     return f"{IN_PROGRESS_PREFIX}{identity}|{{{QUEUE_PREFIX}{queue_name}}}"
@@ -402,39 +396,3 @@ def pushed(queue_name: str) -> str:
 
 
 CLUSTER_DEAD_BYTES = "djwork:dead-bytes:{dead}"  # DEAD_BYTES in the slot of `dead`, trimmed in the same step
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """The per-queue companion keys of one mode: one server's names, or a cluster's hash-tagged ones.
-
-    The queue itself (``queue``) and every Sidekiq key are the same in both.
-    """
-
-    cluster: bool
-
-    def in_progress(self, identity: str, queue_name: str) -> str:
-        return cluster_in_progress(identity, queue_name) if self.cluster else in_progress(identity, queue_name)
-
-    def isolated(self, queue_name: str) -> str:
-        return cluster_isolated(queue_name) if self.cluster else isolated(queue_name)
-
-    def orphan_counts(self, queue_name: str) -> str:
-        """One server keeps every queue's counters in one hash; a cluster one per queue, in its slot."""
-        return cluster_orphan_counts(queue_name) if self.cluster else ORPHAN_COUNTS
-
-    def finished_late(self, queue_name: str) -> str:
-        return cluster_finished_late(queue_name) if self.cluster else FINISHED_LATE
-
-    @property
-    def dead_bytes(self) -> str:
-        return CLUSTER_DEAD_BYTES if self.cluster else DEAD_BYTES
-
-
-SINGLE_SERVER = Layout(cluster=False)
-CLUSTER = Layout(cluster=True)
-
-
-def layout(cluster: bool) -> Layout:
-    """The layout of a mode: ``CLUSTER`` for a ``redis+cluster://`` REDIS_URL, else ``SINGLE_SERVER``."""
-    return CLUSTER if cluster else SINGLE_SERVER

@@ -25,7 +25,7 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.payload import StoredPayload, stored_payload
-from djwork.redis import keys, scripts
+from djwork.redis import key_layout, keys, scripts
 from djwork.results import revoke_events
 from djwork.settings.conf import Capsule
 from djwork.worker.isolation import IsolationGate
@@ -106,7 +106,7 @@ class Fetcher:
     taker_class: Any = None
 
     def __init__(self, identity: str, capsule: Capsule, reliable: bool,
-                 isolation: IsolationGate | None = None, layout: keys.Layout = keys.SINGLE_SERVER) -> None:
+                 isolation: IsolationGate | None = None, layout: key_layout.Layout = key_layout.SINGLE_SERVER) -> None:
         self.identity = identity
         self.layout = layout
         self.capsule = capsule

@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError
 
 from djwork import redis as redis_layer
 from djwork.payload import stored_payload
-from djwork.redis import keys, scripts
+from djwork.redis import key_layout, keys, scripts
 from djwork.settings.conf import Capsule
 from djwork.worker.cluster.taker import ClusterQueueTaker
 from djwork.worker.fetch import Ack, Fetcher, SentFetch, UnitOfWork, logger
@@ -38,7 +38,7 @@ class ClusterFetcher(Fetcher):
 
     def __init__(self, identity: str, capsule: Capsule, reliable: bool,
                  isolation: IsolationGate | None = None) -> None:
-        super().__init__(identity, capsule, reliable, isolation, layout=keys.CLUSTER)
+        super().__init__(identity, capsule, reliable, isolation, layout=key_layout.CLUSTER)
         self.finished_late_keys = [keys.cluster_finished_late(name) for name in self.queue_names]
 
     def send(self, limit: int, acks: list[Ack]) -> SentFetch:
