@@ -1,9 +1,10 @@
 """What a push on a Redis Cluster refuses at once, instead of a CROSSSLOT later (docs/cluster.md, Refused).
 
-A batch, a unique lock and a stored result are written or ended by scripts that span slots (the batch's
-keys and the queue's, the lock's and the queue's, the result's and the in-progress list's); until
-their split steps are built, a push that would need one raises ``ClusterUnsupported`` at the call,
-naming the feature, before anything is written. On one server this hook takes part in no step.
+A batch, a unique lock, a stored result and a limiter are written or held by scripts that span slots
+(the batch's keys and the queue's, the lock's and the queue's, the result's and the in-progress list's,
+a limiter's registry and its keys); until their split steps are built, a push that would need one
+raises ``ClusterUnsupported`` at the call, naming the feature, before anything is written. On one
+server the push hook takes part in no step, and a job without limits never asks.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from djwork.exceptions import ClusterUnsupported
 from djwork.job_locks import FIELD as LOCKS_FIELD
 from djwork.redis.cluster import is_cluster
 from djwork.results.record import PAYLOAD_FIELD as RESULT_FIELD
+from djwork.settings.conf import get_config
 from djwork.unique import FOR_FIELD as UNIQUE_FIELD
 
 # payload field -> the feature that field asks for
@@ -38,3 +40,11 @@ class RefuseOnCluster(PushHook):
                     f"job {payload.get('jid')} ({payload.get('class')}) asks for {feature}, which djwork does "
                     f"not support on a Redis Cluster yet (docs/cluster.md, Refused on a cluster); nothing was "
                     f"written")
+
+
+def refuse_limits_on_cluster(job_name: str) -> None:
+    """Raise ``ClusterUnsupported`` when job ``job_name`` (which has ``limits``) is enqueued on a cluster."""
+    if is_cluster(get_config()):
+        raise ClusterUnsupported(f"job {job_name} runs under rate or concurrency limiters, which djwork does not "
+                                 f"support on a Redis Cluster yet (docs/cluster.md, Refused on a cluster); nothing "
+                                 f"was written")
