@@ -12,12 +12,15 @@ one asked, in another round. Several queues asked at once would each have to be 
 (a call cannot know what the others took), and the fetch could take more jobs than it has free slots.
 A busy queue fills the batch in one round trip, as on one server.
 
-``paused`` lives in a slot of its own: its SMEMBERS rides in the round, and the queues it names are
-skipped from the next fetch on (one fetch later than on one server, where the check is in the step).
+The first round is sent by ``send`` and read by ``receive``, so the worker's refill overlaps it with its
+last jobs, as on one server. ``paused`` lives in a slot of its own: its SMEMBERS rides in the first
+round, and the queues it names are skipped from the next fetch on (one fetch later than on one server,
+where the check is in the step).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from redis.exceptions import NoScriptError
@@ -25,10 +28,19 @@ from redis.exceptions import NoScriptError
 from djwork import redis as redis_layer
 from djwork.payload import stored_payload
 from djwork.redis import key_layout, keys, scripts
+from djwork.redis.cluster_exchange import receive_by_node, send_by_node
 from djwork.settings.conf import Capsule
 from djwork.worker.cluster.taker import ClusterQueueTaker
 from djwork.worker.fetch import Ack, Fetcher, SentFetch, UnitOfWork, logger
 from djwork.worker.isolation import IsolationGate
+
+
+@dataclass(slots=True)
+class ClusterSentFetch(SentFetch):
+    """A cluster's first round in flight: its script calls (queue index, limit) and the round to read."""
+
+    calls: list[tuple[int, int]] = field(default_factory=list)
+    round: Any = None  # djwork.redis.cluster_exchange.SentRound
 
 
 class ClusterFetcher(Fetcher):
@@ -42,10 +54,27 @@ class ClusterFetcher(Fetcher):
         self.finished_late_keys = [keys.cluster_finished_late(name) for name in self.queue_names]
 
     def send(self, limit: int, acks: list[Ack]) -> SentFetch:
-        """Nothing leaves yet: a cluster's fetch runs its rounds in ``receive`` (the refill overlaps no round trip)."""
+        """The first round leaves (every queue's acks, the first queue's take, ``paused``); ``receive`` reads it.
+
+        As on one server, the worker's refill sends it while its last jobs still run.
+        """
         order = [index for index in self.order() if self.queue_names[index - 1] not in self.paused]
         isolated_allowed = self.isolation.reserve() if self.reliable and limit > 0 else 0
-        return SentFetch(limit, acks, order, isolated_allowed, [], [])
+        acked: dict[int, list[Any]] = {}
+        for ack in acks:
+            acked.setdefault(ack.queue_index, []).append(ack.raw)
+        asked = order[:1] if limit > 0 else []
+        calls = [(index, limit) for index in asked] + [(index, 0) for index in acked if index not in asked]
+        commands = [self._call(index, each_limit, isolated_allowed if each_limit else 0, acked.get(index, []))
+                    for index, each_limit in calls]
+        commands.append(("SMEMBERS", keys.PAUSED))
+        try:
+            # A failed dial is retried by the policy: nothing was sent to any node then (cluster_exchange).
+            sent_round = redis_layer.run(lambda conn: send_by_node(conn, commands, redis_layer.pack), purpose="fetch")
+        except BaseException:
+            self.isolation.settle(isolated_allowed, 0)
+            raise
+        return ClusterSentFetch(limit, acks, order, isolated_allowed, [], [], calls, sent_round)
 
     def receive(self, sent: SentFetch) -> list[UnitOfWork]:
         try:
@@ -63,36 +92,28 @@ class ClusterFetcher(Fetcher):
         args = [limit, "reliable" if self.reliable else "basic", isolated_allowed, *raws]
         return ("EVALSHA", scripts.sha("fetch_queue"), len(script_keys), *script_keys, *args)
 
-    def _rounds(self, sent: SentFetch) -> list[UnitOfWork]:
-        acked: dict[int, list[Any]] = {}
-        for ack in sent.acks:
-            acked.setdefault(ack.queue_index, []).append(ack.raw)
-        remaining, isolated_allowed = sent.limit, sent.isolated_allowed
-        asked = sent.order[:1] if remaining > 0 else []
-        # The first round: every queue's acks and the first queue's take, and the paused set for the next fetch.
-        calls = [(index, remaining) for index in asked] + [(index, 0) for index in acked if index not in asked]
-        commands = [self._call(index, limit, isolated_allowed if limit else 0, acked.get(index, []))
-                    for index, limit in calls]
-        replies = self._exchange([*commands, ("SMEMBERS", keys.PAUSED)])
+    def _rounds(self, sent: Any) -> list[UnitOfWork]:
+        replies = self._again_as_eval(sent.round.commands, receive_by_node(sent.round))
         paused = replies.pop()
         if not isinstance(paused, Exception):
             self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
-        work = self._taken_all(calls, replies)
+        work = self._taken_all(sent.calls, replies)
         for index in sent.order[1:]:
             remaining = sent.limit - len(work)
             if remaining <= 0:
                 break
             # The next queue in order, for what the ones before it could not fill.
             allowed = sent.isolated_allowed - sum(unit.isolated for unit in work)
-            work += self._taken_all([(index, remaining)], self._exchange([self._call(index, remaining, allowed, [])]))
+            commands = [self._call(index, remaining, allowed, [])]
+            work += self._taken_all([(index, remaining)], self._again_as_eval(commands, redis_layer.run(
+                lambda conn, commands=commands: redis_layer.exchange_on(conn, commands), purpose="fetch")))
         return work
 
-    def _exchange(self, commands: list[tuple[Any, ...]]) -> list[Any]:
-        """One round, one round trip per node; calls answered NOSCRIPT (which ran nothing) sent again as EVAL."""
-        # Not replayed: a lost reply may hide jobs a call moved, which the dispatcher's reconcile adopts.
-        replies = redis_layer.run(lambda conn: redis_layer.exchange_on(conn, commands), purpose="fetch")
+    def _again_as_eval(self, commands: list[tuple[Any, ...]], replies: list[Any]) -> list[Any]:
+        """The calls answered NOSCRIPT (which ran nothing: a node promoted since the boot) sent again as EVAL."""
         refused = [position for position, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if refused:
+            # Not replayed: a lost reply may hide jobs a call moved, which the dispatcher's reconcile adopts.
             again = redis_layer.run(lambda conn: redis_layer.exchange_on(
                 conn, [("EVAL", scripts.source("fetch_queue"), *commands[position][2:]) for position in refused]),
                 purpose="fetch")
