@@ -6,11 +6,14 @@ the calls of a round go out together, one round trip per node (djwork.redis.exch
 fetch's guarantee is the same: a job moves from its queue to its in-progress list inside one call, so it
 is always on one of the two.
 
-A round settles the acks of every queue that has some (an ack-only call, limit 0) and takes from the
-first queue of the fetch's order with the whole limit; only when that queue had fewer jobs is the next
-one asked, in another round. Several queues asked at once would each have to be given the whole limit
-(a call cannot know what the others took), and the fetch could take more jobs than it has free slots.
-A busy queue fills the batch in one round trip, as on one server.
+A round settles the acks of every queue that has some (an ack-only call, limit 0) and takes up to the
+limit from the queues of the fetch's order, each given what its length (read at the end of the last
+round, ``LLEN`` riding in the round) says it holds, the first queue that may hold jobs given the rest:
+the calls of a round never take more than the free slots, since a call cannot know what the others
+took. Queues not known empty are asked first-come in order, as ``fetch.lua`` does; only when a round
+comes back short and a queue's fresh length says it has jobs is another round sent. A busy queue fills
+the batch in one round trip, as on one server; a drained queue costs nothing until it has jobs again
+(its length is read in every round).
 
 The first round is sent by ``send`` and read by ``receive``, so the worker's refill overlaps it with its
 last jobs, as on one server. ``paused`` lives in a slot of its own: its SMEMBERS rides in the first
@@ -52,9 +55,11 @@ class ClusterFetcher(Fetcher):
                  isolation: IsolationGate | None = None) -> None:
         super().__init__(identity, capsule, reliable, isolation, layout=key_layout.CLUSTER)
         self.finished_late_keys = [keys.cluster_finished_late(name) for name in self.queue_names]
+        # Queue index -> its length at the end of the last round (LLEN rides in every round); absent: unknown.
+        self.lengths: dict[int, int] = {}
 
     def send(self, limit: int, acks: list[Ack]) -> SentFetch:
-        """The first round leaves (every queue's acks, the first queue's take, ``paused``); ``receive`` reads it.
+        """The first round leaves (every queue's acks, its takes, the lengths and ``paused``); ``receive`` reads it.
 
         As on one server, the worker's refill sends it while its last jobs still run.
         """
@@ -63,10 +68,12 @@ class ClusterFetcher(Fetcher):
         acked: dict[int, list[Any]] = {}
         for ack in acks:
             acked.setdefault(ack.queue_index, []).append(ack.raw)
-        asked = order[:1] if limit > 0 else []
-        calls = [(index, limit) for index in asked] + [(index, 0) for index in acked if index not in asked]
-        commands = [self._call(index, each_limit, isolated_allowed if each_limit else 0, acked.get(index, []))
-                    for index, each_limit in calls]
+        takes = self._allotted(order, limit)
+        calls = takes + [(index, 0) for index in acked if index not in dict(takes)]
+        commands = [self._call(index, each_limit, isolated_allowed if position == 0 and each_limit else 0,
+                               acked.get(index, []))
+                    for position, (index, each_limit) in enumerate(calls)]
+        commands += self._length_reads()
         commands.append(("SMEMBERS", keys.PAUSED))
         try:
             # A failed dial is retried by the policy: nothing was sent to any node then (cluster_exchange).
@@ -76,10 +83,42 @@ class ClusterFetcher(Fetcher):
             raise
         return ClusterSentFetch(limit, acks, order, isolated_allowed, [], [], calls, sent_round)
 
+    def _allotted(self, order: list[int], limit: int) -> list[tuple[int, int]]:
+        """(queue index, its limit) in order: what each queue's last known length says it holds, up to ``limit``.
+
+        A queue whose length is unknown (never read) may hold anything: it is given the rest. At least the
+        first queue is asked when none is known to hold jobs, so a job pushed since the last round is found.
+        """
+        takes: list[tuple[int, int]] = []
+        remaining = limit
+        for index in order:
+            if remaining <= 0:
+                break
+            known = self.lengths.get(index)
+            if known == 0:
+                continue
+            given = remaining if known is None else min(known, remaining)
+            takes.append((index, given))
+            remaining -= given
+        if not takes and order and limit > 0:
+            takes.append((order[0], limit))
+        return takes
+
+    def _length_reads(self) -> list[tuple[Any, ...]]:
+        return [("LLEN", key) for key in self.queue_keys]
+
+    def _read_lengths(self, replies: list[Any]) -> None:
+        for index, reply in enumerate(replies, start=1):
+            if isinstance(reply, int):
+                self.lengths[index] = reply
+            else:
+                self.lengths.pop(index, None)  # unknown again: asked like a queue never read
+
     def receive(self, sent: SentFetch) -> list[UnitOfWork]:
         try:
             work = self._rounds(sent)
         except BaseException:
+            self.lengths.clear()  # what the lost round took is unknown: every queue may hold jobs
             # Unknown whether an isolated job was taken; a reconcile adopts it unflagged.
             self.isolation.settle(sent.isolated_allowed, 0)
             raise
@@ -97,17 +136,27 @@ class ClusterFetcher(Fetcher):
         paused = replies.pop()
         if not isinstance(paused, Exception):
             self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
-        work = self._taken_all(sent.calls, replies)
-        for index in sent.order[1:]:
-            remaining = sent.limit - len(work)
-            if remaining <= 0:
+        work = self._round_done(sent.calls, replies)
+        asked = {index for index, _limit in sent.calls}
+        while len(work) < sent.limit:
+            # Short: another round only for queues not asked yet that the fresh lengths say hold jobs.
+            takes = self._allotted([index for index in sent.order if index not in asked and self.lengths.get(index)],
+                                   sent.limit - len(work))
+            if not takes:
                 break
-            # The next queue in order, for what the ones before it could not fill.
-            allowed = sent.isolated_allowed - sum(unit.isolated for unit in work)
-            commands = [self._call(index, remaining, allowed, [])]
-            work += self._taken_all([(index, remaining)], self._again_as_eval(commands, redis_layer.run(
-                lambda conn, commands=commands: redis_layer.exchange_on(conn, commands), purpose="fetch")))
+            asked.update(index for index, _limit in takes)
+            allowed = max(0, sent.isolated_allowed - sum(unit.isolated for unit in work))
+            commands = [self._call(index, each_limit, allowed if position == 0 else 0, [])
+                        for position, (index, each_limit) in enumerate(takes)] + self._length_reads()
+            replies = redis_layer.run(lambda conn, commands=commands: redis_layer.exchange_on(conn, commands),
+                                      purpose="fetch")
+            work += self._round_done(takes, self._again_as_eval(commands, replies))
         return work
+
+    def _round_done(self, calls: list[tuple[int, int]], replies: list[Any]) -> list[UnitOfWork]:
+        """The jobs a round's calls took; the queues' lengths it read (the replies after the calls) kept."""
+        self._read_lengths(replies[len(calls):len(calls) + len(self.queue_keys)])
+        return self._taken_all(calls, replies[:len(calls)])
 
     def _again_as_eval(self, commands: list[tuple[Any, ...]], replies: list[Any]) -> list[Any]:
         """The calls answered NOSCRIPT (which ran nothing: a node promoted since the boot) sent again as EVAL."""
