@@ -46,9 +46,9 @@ def test_a_plain_push_is_not_refused(on_cluster):
                                    {"PERIODIC": [{"id": "nightly", "job": "tests.cluster_jobs.noop",
                                                   "schedule": "0 3 * * *"}]}], ids=["results", "periodic"])
 def test_a_worker_configured_with_what_a_cluster_cannot_run_refuses_to_start(on_cluster, extra):
-    with override_settings(DJWORK={**settings.DJWORK, **extra}):
-        with pytest.raises(djwork.ClusterUnsupported, match=next(iter(extra))):
-            mode.mode_for(get_config())
+    with override_settings(DJWORK={**settings.DJWORK, **extra}), pytest.raises(djwork.ClusterUnsupported,
+                                                                               match=next(iter(extra))):
+        mode.mode_for(get_config())
 
 
 def test_one_server_keeps_its_single_step_worker(redis):

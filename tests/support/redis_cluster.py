@@ -239,3 +239,13 @@ def on_cluster(cluster_redis: LoopbackCluster) -> Iterator[LoopbackCluster]:
         redis_layer.reset()
         yield cluster_redis
     redis_layer.reset()
+
+
+def client_for_url(url: str) -> redis_py.Redis:
+    """A plain client on the suite's URL, whichever it is: a cluster client for ``redis+cluster://``, else a Redis.
+
+    For jobs that count their runs in the suite's Redis, so they run the same under ``DJWORK_TEST_CLUSTER=1``.
+    """
+    from djwork.redis.cluster_url import is_cluster_url
+
+    return cluster_client(url) if is_cluster_url(url) else redis_py.Redis.from_url(url)
