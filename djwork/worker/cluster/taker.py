@@ -11,6 +11,8 @@ take dials the new primary.
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.exceptions import MovedError, ResponseError
 
 from djwork import redis as redis_layer
@@ -26,12 +28,27 @@ class ClusterQueueTaker(QueueTaker):
     def __init__(self, fetcher: Fetcher, queue_index: int) -> None:
         super().__init__(fetcher, queue_index)
         self.finished_late_key = keys.cluster_finished_late(self.queue)
+        self.node: str | None = None  # "host:port" of the primary the connection waits on (its ids are its own)
 
     def connect(self) -> int:
         with self._lock:
             if self.connection is None:
+                self.node = redis_layer.client("fetch").get_node_from_key(self.queue_key).name
                 self.connection = redis_cluster.node_connection(redis_layer.client("fetch"), self.queue_key)
         return super().connect()
+
+    def unblock(self) -> None:
+        """CLIENT UNBLOCK on the node this taker waits on: a client id means something on its own node only."""
+        client_id, node = self.client_id, self.node
+        if client_id is None or node is None:
+            return
+
+        def unblock(conn: Any) -> None:
+            target = conn.get_node(node_name=node)
+            if target is not None:  # gone from the slot map: the failover already cut the wait (UNBLOCKED)
+                conn.get_redis_connection(target).client_unblock(client_id)
+
+        redis_layer.run(unblock, idempotent=True, purpose="admin")
 
     def take(self, timeout: float) -> tuple[StoredPayload | None, bool]:
         connection = self.connection
