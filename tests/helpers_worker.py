@@ -353,8 +353,12 @@ def in_progress_items(redis: Any) -> dict[str, list[str]]:
 
 
 def blocked_takers(redis: Any) -> list[dict[str, str]]:
-    """CLIENT LIST rows of connections blocked in BLMOVE (a djwork taker waiting for a job)."""
-    return [client for client in redis.client_list() if client.get("cmd") == "blmove"]
+    """CLIENT LIST rows of connections blocked in BLMOVE (a djwork taker waiting for a job), every primary's."""
+    if hasattr(redis, "get_primaries"):  # a cluster: each taker waits on its queue's primary
+        rows = [row for node in redis.get_primaries() for row in redis.get_redis_connection(node).client_list()]
+    else:
+        rows = redis.client_list()
+    return [client for client in rows if client.get("cmd") == "blmove"]
 
 
 def wait_beats(redis: Any, identity: str, beats: int = 2, timeout: float = 30.0) -> None:

@@ -57,12 +57,19 @@ class ClusterFetcher(Fetcher):
         self.finished_late_keys = [keys.cluster_finished_late(name) for name in self.queue_names]
         # Queue index -> its length at the end of the last round (LLEN rides in every round); absent: unknown.
         self.lengths: dict[int, int] = {}
+        self.paused_unknown = True
 
     def send(self, limit: int, acks: list[Ack]) -> SentFetch:
         """The first round leaves (every queue's acks, its takes, the lengths and ``paused``); ``receive`` reads it.
 
         As on one server, the worker's refill sends it while its last jobs still run.
         """
+        if self.paused_unknown:
+            # The first fetch reads `paused` before it takes: a queue paused before the worker started is
+            # never fetched (later pauses apply from the fetch after the round that read them).
+            self.paused = {name.decode() if isinstance(name, bytes) else name for name in redis_layer.run(
+                lambda conn: conn.smembers(keys.PAUSED), idempotent=True, purpose="fetch")}
+            self.paused_unknown = False
         order = [index for index in self.order() if self.queue_names[index - 1] not in self.paused]
         isolated_allowed = self.isolation.reserve() if self.reliable and limit > 0 else 0
         acked: dict[int, list[Any]] = {}
