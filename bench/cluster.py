@@ -132,7 +132,7 @@ def main() -> None:
         cluster.stop()
         single.stop()
     print(f"drain of {options.jobs:,} no-op jobs over {options.queues} queues, runworkers -c {options.concurrency}"
-          f" --processes {options.processes}, {options.runs} run(s) each (median); load before: "
+          f" --processes {options.processes}, {options.runs} run(s) each (median); load average at the end: "
           f"{os.getloadavg()[0]:.2f}")
     for mode, runs in results.items():
         rate = statistics.median(run["rate"] for run in runs)
