@@ -124,3 +124,13 @@ def test_a_step_the_cluster_refuses_is_an_api_error_not_an_outage(on_cluster):
         access.write(lambda conn: conn.mset({"k-one": 1, "k-two": 2}), replay=True)
     assert not isinstance(refused.value, api.RedisUnavailable)
     assert redis_layer.run(lambda conn: conn.exists("k-one"), idempotent=True) == 0
+
+
+def test_the_queue_reads_count_a_clusters_isolated_jobs_under_its_tagged_name(on_cluster):
+    conn = on_cluster.cluster_client()
+    conn.sadd(keys.QUEUES, "mail")
+    conn.rpush(keys.queue("mail"), '{"jid":"a"}')
+    conn.rpush(keys.cluster_isolated("mail"), '{"jid":"b"}', '{"jid":"c"}')
+    (summary,) = api.Queue.all()
+    assert (summary.name, summary.size, summary.isolated) == ("mail", 1, 2)
+    assert api.Queue("mail").isolated_size() == 2

@@ -7,6 +7,9 @@ by the mode (docs/cluster.md, Keys), so no caller tests the mode to name a key.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import redis as redis_py
 
 from djwork.redis import keys
 
@@ -47,3 +50,8 @@ CLUSTER = Layout(cluster=True)
 def layout(cluster: bool) -> Layout:
     """The layout of a mode: ``CLUSTER`` for a ``redis+cluster://`` REDIS_URL, else ``SINGLE_SERVER``."""
     return CLUSTER if cluster else SINGLE_SERVER
+
+
+def layout_of(conn: Any) -> Layout:
+    """The layout of the Redis ``conn`` reaches: for a reader handed a client (djwork.api), not a config."""
+    return CLUSTER if isinstance(conn, redis_py.RedisCluster) else SINGLE_SERVER
