@@ -95,3 +95,13 @@ def test_a_primary_failed_over_mid_drain_loses_no_job(on_cluster, workers):
     wait_until(lambda: _queued(on_cluster) == 0 and not _in_progress_left(on_cluster), 30, "nothing left queued")
     assert sorted(_counts(on_cluster)) == sorted(names)  # none lost
     assert worker.alive()
+
+
+def test_basic_fetch_on_a_cluster_runs_each_job_once_and_keeps_no_in_progress_list(on_cluster, workers):
+    names = [f"b{index}" for index in range(120)]
+    _push("record", [[name] for name in names], QUEUES)
+    workers.start(*QUEUE_ARGS, overrides={"FETCH": "basic"}, redis_url=on_cluster.url())
+    wait_until(lambda: len(_counts(on_cluster)) == len(names), 60, "every job to run")
+    wait_until(lambda: _queued(on_cluster) == 0, 30, "the queues to drain")
+    assert _counts(on_cluster) == dict.fromkeys(names, 1)
+    assert on_cluster.cluster_client().scard(keys.IN_PROGRESS_REGISTRY) == 0
