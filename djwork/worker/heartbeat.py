@@ -162,6 +162,7 @@ class Heartbeat(PeriodicComponent):
 
         def write(conn: Any) -> None:
             pipe = redis_cluster.transaction(conn)
+            # One key per UNLINK: on a cluster the two names hash to different slots.
             pipe.unlink(keys.work(identity))
             pipe.unlink(keys.workers_legacy(identity))
             if work_fields:
