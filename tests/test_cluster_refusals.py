@@ -38,6 +38,12 @@ def test_a_batch_is_refused_at_its_first_push(on_cluster):
     assert _nothing_written(on_cluster)
 
 
+def test_a_revoke_is_refused_at_the_call(on_cluster):
+    with pytest.raises(djwork.ClusterUnsupported, match="revok"):
+        djwork.revoke("a" * 24)
+    assert _nothing_written(on_cluster)
+
+
 def test_a_plain_push_is_not_refused(on_cluster):
     assert cluster_jobs.record.delay("plain").enqueued
 
