@@ -41,12 +41,18 @@ def exchange_by_node(client: redis_py.RedisCluster, commands: list[tuple[Any, ..
     return receive_by_node(send_by_node(client, commands, pack))
 
 
-def send_by_node(client: redis_py.RedisCluster, commands: list[tuple[Any, ...]], pack: Pack) -> SentRound:
-    """The first half of ``exchange_by_node``: every node's commands sent, no reply read yet."""
+def send_by_node(client: redis_py.RedisCluster, commands: list[tuple[Any, ...]], pack: Pack,
+                 slots: list[int] | None = None) -> SentRound:
+    """The first half of ``exchange_by_node``: every node's commands sent, no reply read yet.
+
+    ``slots``: each command's slot when the caller knows it (the fetch's keys never change), which spares
+    redis-py's lookup of every key of every command, on the worker's per-batch path.
+    """
     by_node: dict[str, list[int]] = {}
     nodes: dict[str, Any] = {}
     for index, command in enumerate(commands):
-        node = client.nodes_manager.get_node_from_slot(client.determine_slot(*command))
+        slot = slots[index] if slots is not None else client.determine_slot(*command)
+        node = client.nodes_manager.get_node_from_slot(slot)
         by_node.setdefault(node.name, []).append(index)
         nodes[node.name] = node
     taken: list[tuple[Any, Any, list[int]]] = []

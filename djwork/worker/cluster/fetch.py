@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 
 from djwork import redis as redis_layer
@@ -58,6 +59,9 @@ class ClusterFetcher(Fetcher):
         # Queue index -> its length at the end of the last round (LLEN rides in every round); absent: unknown.
         self.lengths: dict[int, int] = {}
         self.paused_unknown = True
+        # Each queue's slot (its companions' too, by the tag), and paused's: computed once, not per round.
+        self.queue_slots = [key_slot(key.encode()) for key in self.queue_keys]
+        self.paused_slot = key_slot(keys.PAUSED.encode())
 
     def send(self, limit: int, acks: list[Ack]) -> SentFetch:
         """The first round leaves (every queue's acks, its takes, the lengths and ``paused``); ``receive`` reads it.
@@ -82,9 +86,11 @@ class ClusterFetcher(Fetcher):
                     for position, (index, each_limit) in enumerate(calls)]
         commands += self._length_reads()
         commands.append(("SMEMBERS", keys.PAUSED))
+        slots = [self.queue_slots[index - 1] for index, _limit in calls] + self.queue_slots + [self.paused_slot]
         try:
             # A failed dial is retried by the policy: nothing was sent to any node then (cluster_exchange).
-            sent_round = redis_layer.run(lambda conn: send_by_node(conn, commands, redis_layer.pack), purpose="fetch")
+            sent_round = redis_layer.run(lambda conn: send_by_node(conn, commands, redis_layer.pack, slots),
+                                         purpose="fetch")
         except BaseException:
             self.isolation.settle(isolated_allowed, 0)
             raise
