@@ -7,11 +7,14 @@ counts; every wait is for something the cluster shows.
 
 from __future__ import annotations
 
+import json
+import signal
 import time
 
 from djwork import client
 from djwork.payload import new_jid
 from djwork.redis import keys
+from tests import worker_jobs
 from tests.cluster_jobs import COUNTS, FAILURES, STARTS
 from tests.helpers_worker import wait_until
 
@@ -105,3 +108,27 @@ def test_basic_fetch_on_a_cluster_runs_each_job_once_and_keeps_no_in_progress_li
     wait_until(lambda: _queued(on_cluster) == 0, 30, "the queues to drain")
     assert _counts(on_cluster) == dict.fromkeys(names, 1)
     assert on_cluster.cluster_client().scard(keys.IN_PROGRESS_REGISTRY) == 0
+
+
+def test_a_poison_pill_is_isolated_then_buried_in_dead_and_the_survivor_keeps_working(on_cluster, workers):
+    max_orphanings = 2
+    overrides = {"MAX_ORPHANINGS": max_orphanings, "ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5}
+    conn = on_cluster.cluster_client()
+    pill = worker_jobs.kill_self.delay("pill")
+    for attempt in range(1, max_orphanings + 2):
+        worker = workers.start("-c", "2", overrides=overrides, label=f"pill-{attempt}", redis_url=on_cluster.url())
+        wait_until(lambda attempt=attempt: len(worker_jobs.notes(conn, job="kill_self")) >= attempt, 30,
+                   f"run {attempt} of the poison pill")
+        assert worker.wait_exit(10) == -signal.SIGKILL
+        assert conn.zcard(keys.DEAD) == 0
+    survivor = workers.start("-c", "2", overrides=overrides, label="survivor", redis_url=on_cluster.url())
+    dead = wait_until(lambda: conn.zrange(keys.DEAD, 0, -1), 30, "the pill in dead")
+    (buried,) = [json.loads(member) for member in dead]
+    assert (buried["jid"], buried["error_class"]) == (pill.jid, "djwork.PoisonPill")
+    assert len(worker_jobs.notes(conn, job="kill_self")) == max_orphanings + 1  # never run again once buried
+    assert conn.hget(keys.cluster_orphan_counts("default"), pill.jid) is None
+    assert conn.llen(keys.queue("default")) == 0 and conn.llen(keys.cluster_isolated("default")) == 0
+    assert not _in_progress_left(on_cluster)
+    _push("record", [["after"]], ["default"])
+    wait_until(lambda: _counts(on_cluster).get("after") == 1, 20, "a job after the pill")
+    assert survivor.alive()

@@ -9,11 +9,13 @@ list before it is somewhere else. Each step repeats harmlessly (a ZADD of the sa
 what is gone), so the whole filing runs under the replay policy as ``idempotent``, as on one server.
 
 The ties a filing ends on one server (locks, a batch, a result record, the revoked check) belong to
-features a cluster refuses (refusals.py), so a job here has none.
+features a cluster refuses at the push (djwork/client/cluster_refusals.py); a payload that carries
+them anyway is filed without them, with a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -21,6 +23,8 @@ from djwork import dead
 from djwork.payload import dumps
 from djwork.redis import keys, scripts
 from djwork.settings.conf import Config
+
+logger = logging.getLogger("djwork.worker")
 
 
 class FilingSteps:
@@ -53,8 +57,10 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
                  now: float | None = None, locks: str = "", result: tuple[str, str] = ("", "")) -> FilingSteps:
     """``dead.file_failure`` for a cluster: the same arguments, the filing in two single-slot steps."""
     if locks or any(result):
-        # Refused at enqueue and at start (refusals.py): reaching here is a bug, never a CROSSSLOT later.
-        raise ValueError("djwork: a job with locks, a batch or a result record cannot be filed on a Redis Cluster")
+        # Refused at the push on a cluster; a payload that carries them anyway (written by something else)
+        # is still filed, never left in progress: its locks expire by their TTL, no result is written.
+        logger.warning("djwork: job %s carries locks or a result record, which a Redis Cluster does not "
+                       "support yet; filed without them (its locks expire by their TTL)", jid)
     parsed = keys.parse_in_progress(source_key)
     queue = parsed[1] if parsed else keys.queue_name(source_key)
     if target == "drop":
