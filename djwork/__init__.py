@@ -14,7 +14,7 @@ from djwork.canvas import (
     signature,
 )
 from djwork.client import EnqueueError
-from djwork.exceptions import RedisUnavailable, SoftTimeLimitExceeded, TimeLimitExceeded
+from djwork.exceptions import ClusterUnsupported, RedisUnavailable, SoftTimeLimitExceeded, TimeLimitExceeded
 from djwork.iterable import IterableJob, iterate, resumable
 from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
 from djwork.jobs.send_task import send_task
@@ -59,6 +59,7 @@ __all__ = [
     "BatchError",
     "CanvasError",
     "ChordError",
+    "ClusterUnsupported",
     "EnqueueError",
     "GroupResult",
     "IterableJob",

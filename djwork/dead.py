@@ -65,7 +65,7 @@ def invalid_payload(raw: str | bytes, queue: str, error_message: str, now: float
     return wrapper
 
 
-def _dead_trim(config: Config | None, now: float) -> list[Any]:
+def dead_trim(config: Config | None, now: float) -> list[Any]:
     """fail.lua's and move_entry.lua's trim slots: the byte cap (trim on), cutoff score, max size."""
     config = get_config() if config is None else config
     return [config.dead_max_bytes, repr(now - config.dead_timeout), config.dead_max_jobs]
@@ -88,7 +88,7 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     """
     now = time.time() if now is None else now
     stored = "" if target == "drop" else (payload if isinstance(payload, str) else dumps(payload))
-    trim = _dead_trim(config, now) if target == "dead" else ["0", "0", "0"]
+    trim = dead_trim(config, now) if target == "dead" else ["0", "0", "0"]
     return ScriptCall("fail", [source_key, keys.RETRY if target == "retry" else keys.DEAD, keys.DEAD,
                                keys.ORPHAN_COUNTS, keys.REVOKED, keys.RESULT_WAITERS, keys.DEAD_BYTES],
                       [raw, stored, repr(float(score)), *trim, "1" if from_in_progress else "0", jid,
@@ -106,4 +106,4 @@ def move_to_dead(source_key: str, source_type: Literal["zset", "list"], member: 
     now = time.time() if now is None else now
     stored = buried if isinstance(buried, (str, bytes)) else dumps(buried)
     return ScriptCall("move_entry", [source_key, keys.DEAD, keys.ORPHAN_COUNTS, keys.DEAD_BYTES],
-                      [source_type, member, stored, repr(now), *_dead_trim(config, now), jid, locks])
+                      [source_type, member, stored, repr(now), *dead_trim(config, now), jid, locks])

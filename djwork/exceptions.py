@@ -46,8 +46,17 @@ class RedisUnavailable(ApiError):
     """
 
 
+class ClusterUnsupported(Exception):
+    """A feature djwork does not run on a Redis Cluster yet (docs/cluster.md, Refused on a cluster).
+
+    Raised at the push that asks for it, or when a worker starts with it configured: never a CROSSSLOT
+    reply from Redis at the moment a job runs.
+    """
+
+
 __all__ = [
     "ApiError",
+    "ClusterUnsupported",
     "EmbeddedProcess",
     "NotRetryable",
     "RedisUnavailable",

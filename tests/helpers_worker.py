@@ -155,8 +155,8 @@ class Workers:
     def _start(self, command: list[str], label: str, redis_url: str | None, overrides: dict[str, Any] | None,
                extra_env: dict[str, str]) -> Worker:
         redis_url = redis_url or self.redis_url
-        # A sentinel URL names several hosts (urlparse can't give one port); its sentinels run on free ports.
-        if not redis_url.startswith("redis+sentinel://") and urlparse(redis_url).port == 6379:
+        # A sentinel or cluster URL names several hosts (urlparse can't give one port), all on free ports.
+        if "+" not in redis_url.split("://")[0] and urlparse(redis_url).port == 6379:
             raise RuntimeError("worker tests run against a private Redis only")
         env = dict(os.environ)
         env.update({
@@ -353,8 +353,12 @@ def in_progress_items(redis: Any) -> dict[str, list[str]]:
 
 
 def blocked_takers(redis: Any) -> list[dict[str, str]]:
-    """CLIENT LIST rows of connections blocked in BLMOVE (a djwork taker waiting for a job)."""
-    return [client for client in redis.client_list() if client.get("cmd") == "blmove"]
+    """CLIENT LIST rows of connections blocked in BLMOVE (a djwork taker waiting for a job), every primary's."""
+    if hasattr(redis, "get_primaries"):  # a cluster: each taker waits on its queue's primary
+        rows = [row for node in redis.get_primaries() for row in redis.get_redis_connection(node).client_list()]
+    else:
+        rows = redis.client_list()
+    return [client for client in rows if client.get("cmd") == "blmove"]
 
 
 def wait_beats(redis: Any, identity: str, beats: int = 2, timeout: float = 30.0) -> None:

@@ -15,6 +15,7 @@ import redis as redis_py
 from django.contrib.auth.models import Group
 
 import djwork
+from tests.support.redis_cluster import client_for_url
 
 try:  # Django 6.0+
     from django.tasks import task
@@ -27,7 +28,7 @@ _local = threading.local()
 def conn() -> redis_py.Redis:
     client = getattr(_local, "client", None)
     if client is None or getattr(_local, "pid", None) != os.getpid():
-        client = _local.client = redis_py.Redis.from_url(os.environ["DJWORK_TEST_REDIS_URL"])
+        client = _local.client = client_for_url(os.environ["DJWORK_TEST_REDIS_URL"])
         _local.pid = os.getpid()
     return client
 

@@ -14,6 +14,7 @@ import time
 import redis as redis_py
 
 import djwork
+from tests.support.redis_cluster import client_for_url
 
 COUNTS = "p:counts"  # HASH key -> completed runs
 STARTS = "p:starts"  # HASH key -> started runs
@@ -28,7 +29,7 @@ def conn() -> redis_py.Redis:
     with _client_lock:
         if _client is None or getattr(_client, "_djwork_pid", None) != os.getpid():
             # Per process: a forked child must not share its parent's socket.
-            _client = redis_py.Redis.from_url(os.environ["DJWORK_TEST_REDIS_URL"])
+            _client = client_for_url(os.environ["DJWORK_TEST_REDIS_URL"])
             _client._djwork_pid = os.getpid()
         return _client
 

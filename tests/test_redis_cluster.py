@@ -13,8 +13,6 @@ import shutil
 
 import pytest
 import redis as redis_py
-from django.conf import settings
-from django.test import override_settings
 from django.urls import reverse
 
 from djwork import api
@@ -22,15 +20,6 @@ from djwork import redis as redis_layer
 from djwork.api import access
 from djwork.redis import keys
 from tests.support.redis_cluster import ClusterDidNotForm, LoopbackCluster
-
-
-@pytest.fixture
-def on_cluster(cluster_redis):
-    """djwork's settings pointed at the cluster through ONE node of it (any subset will do)."""
-    with override_settings(DJWORK={**settings.DJWORK, "REDIS_URL": cluster_redis.url(nodes=1)}):
-        redis_layer.reset()
-        yield cluster_redis
-    redis_layer.reset()
 
 
 def _keys_per_primary(cluster) -> dict[int, int]:
@@ -135,3 +124,13 @@ def test_a_step_the_cluster_refuses_is_an_api_error_not_an_outage(on_cluster):
         access.write(lambda conn: conn.mset({"k-one": 1, "k-two": 2}), replay=True)
     assert not isinstance(refused.value, api.RedisUnavailable)
     assert redis_layer.run(lambda conn: conn.exists("k-one"), idempotent=True) == 0
+
+
+def test_the_queue_reads_count_a_clusters_isolated_jobs_under_its_tagged_name(on_cluster):
+    conn = on_cluster.cluster_client()
+    conn.sadd(keys.QUEUES, "mail")
+    conn.rpush(keys.queue("mail"), '{"jid":"a"}')
+    conn.rpush(keys.cluster_isolated("mail"), '{"jid":"b"}', '{"jid":"c"}')
+    (summary,) = api.Queue.all()
+    assert (summary.name, summary.size, summary.isolated) == ("mail", 1, 2)
+    assert api.Queue("mail").isolated_size() == 2

@@ -16,6 +16,7 @@ import redis as redis_py
 
 import djwork
 from djwork.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from tests.support.redis_cluster import client_for_url
 
 STARTS = "tl:starts"  # HASH key -> started runs
 COUNTS = "tl:counts"  # HASH key -> completed runs
@@ -30,7 +31,7 @@ def conn() -> redis_py.Redis:
     global _client
     with _client_lock:
         if _client is None or getattr(_client, "_djwork_pid", None) != os.getpid():
-            _client = redis_py.Redis.from_url(os.environ["DJWORK_TEST_REDIS_URL"])  # per (forked) process
+            _client = client_for_url(os.environ["DJWORK_TEST_REDIS_URL"])  # per (forked) process
             _client._djwork_pid = os.getpid()
         return _client
 

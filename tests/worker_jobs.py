@@ -19,6 +19,7 @@ import time
 import redis as redis_py
 
 import djwork
+from tests.support.redis_cluster import client_for_url
 
 RUNS = "t:runs"  # STRING: total runs of record-style jobs
 COUNTS = "t:counts"  # HASH key -> completed runs
@@ -38,7 +39,7 @@ def conn() -> redis_py.Redis:
     with _client_lock:
         if _client is None:
             # The suite's private server only; the env var is always set for workers.
-            _client = redis_py.Redis.from_url(os.environ["DJWORK_TEST_REDIS_URL"])
+            _client = client_for_url(os.environ["DJWORK_TEST_REDIS_URL"])
         return _client
 
 

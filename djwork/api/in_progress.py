@@ -15,7 +15,7 @@ from typing import Any
 from djwork.api import access
 from djwork.api.processes import Process, Work
 from djwork.api.records import JobRecord
-from djwork.redis import keys
+from djwork.redis import key_layout
 
 SHOWN_PER_LIST = 100  # jobs read from one in-progress list: a process holds at most its concurrency and backlog
 
@@ -28,8 +28,9 @@ def taken_since_beat(processes: list[Process], works: list[Work]) -> list[Work]:
 
     def read(conn: Any) -> list[Any]:
         pipe = conn.pipeline(transaction=False)
+        layout = key_layout.layout_of(conn)  # a cluster's lists carry their queue's tag
         for identity, queue in pairs:
-            pipe.lrange(keys.in_progress(identity, queue), 0, SHOWN_PER_LIST - 1)
+            pipe.lrange(layout.in_progress(identity, queue), 0, SHOWN_PER_LIST - 1)
         return pipe.execute(raise_on_error=False)
 
     listed = {(work.identity, work.job.jid) for work in works}

@@ -10,7 +10,7 @@ from djwork.api.clearing import clear_releasing_locks
 from djwork.api.errors import StaleEntry
 from djwork.api.records import JobRecord, Page, text
 from djwork.api.unique_locks import remove_call
-from djwork.redis import keys
+from djwork.redis import key_layout, keys
 
 SCAN_BATCH = 500
 
@@ -49,10 +49,11 @@ class Queue:
         def read(conn: Any) -> list[Any]:
             pipe = conn.pipeline(transaction=False)
             pipe.smembers(keys.PAUSED)
+            layout = key_layout.layout_of(conn)
             for name in names:
                 pipe.llen(keys.queue(name))
                 pipe.lindex(keys.queue(name), -1)
-                pipe.llen(keys.isolated(name))
+                pipe.llen(layout.isolated(name))
             return pipe.execute(raise_on_error=False)
 
         replies = access.read(read)
@@ -71,7 +72,8 @@ class Queue:
 
     def isolated_size(self) -> int:
         """Jobs of this queue recovered from dead processes twice or more, waiting to run one per process."""
-        reply = access.read(lambda conn: conn.pipeline(transaction=False).llen(keys.isolated(self.name))
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).llen(
+            key_layout.layout_of(conn).isolated(self.name))
                             .execute(raise_on_error=False)[0])
         return reply if isinstance(reply, int) else 0
 

@@ -23,7 +23,7 @@ from djwork import job_locks
 from djwork.api import access
 from djwork.api.records import JobRecord, text
 from djwork.dead import ScriptCall
-from djwork.redis import keys
+from djwork.redis import key_layout, keys
 from djwork.redis.cluster import scan_page
 
 # A digest as the key holds it after "unique:": djwork's are SHA-256 hex; other writers' may differ,
@@ -199,7 +199,7 @@ def locate(jids: set[str]) -> Places:
         for identity in processes:
             pipe.hvals(keys.work(identity))
         for name in queue_names:
-            for key in (keys.queue(name), keys.isolated(name)):
+            for key in (keys.queue(name), key_layout.layout_of(conn).isolated(name)):
                 pipe.llen(key)
                 pipe.lrange(key, 0, half - 1)
                 pipe.lrange(key, -half, -1)

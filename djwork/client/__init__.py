@@ -121,18 +121,13 @@ def _raise_push_error(reply: Any, command: tuple[Any, ...]) -> None:
 
 
 def _pipelined(conn: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """``commands`` in one round trip on a pooled connection (djwork.redis.exchange).
+    """``commands`` in one round trip per server (djwork.redis.exchange_on: a cluster's per node).
 
     Failures propagate unchanged to the replay policy in djwork.redis, whose
     connection class also counts the replies and marks dial failures as
     connect phase.
     """
-    pool = conn.connection_pool
-    connection = pool.get_connection()
-    try:
-        return redis_layer.exchange(connection, commands)
-    finally:
-        pool.release(connection)
+    return redis_layer.exchange_on(conn, commands)
 
 
 def push(payload: dict[str, Any], *, at: float | None = None) -> str | None:

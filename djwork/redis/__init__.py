@@ -67,6 +67,7 @@ try:  # redis[hiredis] is a dependency; a build without it still works through r
 except ImportError:  # pragma: no cover
     _pack_command = None
 
+from djwork.redis.cluster_exchange import exchange_by_node
 from djwork.redis.connections import (
     FAILOVER_PREFIXES,
     ConnectPhaseError,
@@ -85,6 +86,7 @@ __all__ = [
     "FAILOVER_PREFIXES", "Attempt", "ConnectPhaseError", "CountingConnection", "CountingSSLConnection",
     "CountingUnixConnection", "DedicatedConnection", "PoolExhaustedError", "RedisEvent", "RedisLayer",
     "add_listener", "attempts", "client", "connection_kwargs_from_cache", "dedicated_connection", "exchange",
+    "exchange_on",
     "get_layer", "remove_listener", "reset", "round_trips", "run", "use_config",
 ]
 T = TypeVar("T")
@@ -191,6 +193,22 @@ def exchange(connection: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
     if replies and all(isinstance(reply, ResponseError) and is_failover_reply(reply) for reply in replies):
         raise replies[0]
     return replies
+
+
+def exchange_on(client: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """``exchange`` on ``client``: one pooled connection's round trip, or one per node of a cluster.
+
+    A cluster's client has no connection of its own: each command goes to the node that owns its
+    key (djwork.redis.cluster_exchange), the nodes' round trips overlapping.
+    """
+    if isinstance(client, redis_py.RedisCluster):
+        return exchange_by_node(client, commands, pack)
+    pool = client.connection_pool
+    connection = pool.get_connection()
+    try:
+        return exchange(connection, commands)
+    finally:
+        pool.release(connection)
 
 
 def pack(connection: Any, commands: list[tuple[Any, ...]]) -> Any:

@@ -22,13 +22,14 @@ from redis.cluster import ClusterNode
 from redis.exceptions import RedisClusterException, RedisError
 from redis.retry import Retry
 
-from djwork.redis.cluster_url import ClusterUrl
+from djwork.redis.cluster_url import ClusterUrl, is_cluster_url
 from djwork.redis.connections import (
     ConnectPhaseError,
     CountingConnection,
     CountingPool,
     CountingSSLConnection,
     pool_size,
+    url_and_options,
 )
 from djwork.settings.conf import Config
 
@@ -160,3 +161,38 @@ class _TimedClusterPipeline:
                 raise
             now = error
         return [now, *self._pipe.execute(raise_on_error=raise_on_error)]
+
+
+def node_connection(client: redis_py.RedisCluster, key: str) -> Any:
+    """A connection of its own (outside the pool) to the primary that owns ``key``'s slot.
+
+    For a caller that blocks on one key (a queue taker's BLMOVE) and is interrupted by CLIENT UNBLOCK,
+    which needs the id of a connection nobody else uses, on the node that holds the key.
+    """
+    pool = client.get_redis_connection(client.get_node_from_key(key)).connection_pool
+    return pool.connection_class(**pool.connection_kwargs)
+
+
+def reload_slots(client: redis_py.RedisCluster) -> None:
+    """Read the slot map again (after a MOVED or UNBLOCKED reply: a failover moved the slot's primary)."""
+    try:
+        client.nodes_manager.initialize()
+    except (RedisError, RedisClusterException, OSError) as error:
+        # The caller's next command meets the same trouble and reports it; this reload is advisory.
+        logger.debug("djwork: reloading the cluster's slot map failed: %s", error)
+
+
+def is_cluster(config: Config) -> bool:
+    """Whether ``config`` reaches a Redis Cluster: the mode, decided once by whoever builds per-mode parts."""
+    return is_cluster_url(url_and_options(config)[0])
+
+
+def transaction(conn: Any) -> Any:
+    """A MULTI pipeline on one server; on a cluster a plain pipeline, its commands sent per node.
+
+    For writes that are each idempotent and only look tidier together (a process's presence, its clean
+    stop): a cluster refuses a MULTI across slots, and each command standing alone is safe, since the
+    next beat or stop writes them all again (docs/cluster.md, Pipelines).
+    """
+    return conn.pipeline(transaction=not isinstance(conn, redis_py.RedisCluster))
+

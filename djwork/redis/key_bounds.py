@@ -112,6 +112,12 @@ BOUNDS: tuple[KeyBound, ...] = (
     KeyBound("djwork:isolated:<queue>", JOB, cap="each job leaves it when taken"),
     KeyBound("djwork:finished-late", JOB, ttl="7 days from the last write", cap="a field is deleted when a fetch "
              "drops the copy"),
+    # A cluster's per-queue companions (docs/cluster.md, Keys): the same bounds as their single-server names.
+    KeyBound("djwork:orphan-counts:{queue:<name>}", JOB, cap="a job's field is deleted at its ack or death"),
+    KeyBound("djwork:finished-late:{queue:<name>}", JOB, ttl="7 days from the last write", cap="a field is "
+             "deleted when a fetch drops the copy"),
+    KeyBound("djwork:pushed:{queue:<name>}", JOB, cap="entries older than an hour dropped at each push_once"),
+    KeyBound("djwork:dead-bytes:{dead}", FIXED),
     KeyBound("djwork:history", JOB, cap="HISTORY_MAX_LENGTH runs (10,000)"),
     KeyBound("djwork:result:<id>", JOB, ttl="RESULT_TTL (24 h)"),
     KeyBound("djwork:iteration:<jid>", JOB, ttl="ITERABLE_STATE_TTL (30 days), deleted when the iteration "

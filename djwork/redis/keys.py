@@ -108,10 +108,16 @@ def in_progress(identity: str, queue_name: str) -> str:
 
 
 def parse_in_progress(key: str) -> tuple[str, str] | None:
-    """``djwork:inprogress:<identity>|<queue>`` -> (identity, queue), None if not one."""
+    """``djwork:inprogress:<identity>|<queue>`` (or a cluster's ``...|{queue:<queue>}``) -> (identity, queue).
+
+    None if not one.
+    """
     if not key.startswith(IN_PROGRESS_PREFIX):
         return None
     identity, sep, queue_name = key[len(IN_PROGRESS_PREFIX):].rpartition("|")
+    tagged = f"{{{QUEUE_PREFIX}"
+    if queue_name.startswith(tagged) and queue_name.endswith("}"):
+        queue_name = queue_name[len(tagged):-1]
     if not sep or not identity or not queue_name:
         return None
     return identity, queue_name
@@ -350,3 +356,43 @@ def saved_group(group_id: str) -> str:
     """STRING ``djwork:saved-group:<id>``: JSON {bid, jids} of a group, ``GroupResult.save()``, for ``restore()``."""
     return f"{SAVED_GROUP_PREFIX}{group_id}"
 
+
+
+# --- Redis Cluster (docs/cluster.md, Keys) ------------------------------------------
+# A Lua script or MULTI may touch one hash slot only. ``queue:<name>`` has no braces and hashes whole, so
+# a companion whose name holds ``{queue:<name>}`` shares its slot without the queue (Sidekiq's name) being
+# renamed. The single-server names above do not change: a cluster's layout is a second one, chosen once
+# by the mode (djwork/redis/key_layout.py), never a test scattered through the callers.
+def cluster_in_progress(identity: str, queue_name: str) -> str:
+    """LIST ``djwork:inprogress:<identity>|{queue:<name>}``: ``in_progress`` in the queue's slot."""
+    return f"{IN_PROGRESS_PREFIX}{identity}|{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+def cluster_isolated(queue_name: str) -> str:
+    """LIST ``djwork:isolated:{queue:<name>}``: ``isolated`` in the queue's slot."""
+    return f"{ISOLATED_PREFIX}{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+def cluster_orphan_counts(queue_name: str) -> str:
+    """HASH ``djwork:orphan-counts:{queue:<name>}``: the recovery counters of one queue's jobs, in its slot."""
+    return f"{ORPHAN_COUNTS}:{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+def cluster_finished_late(queue_name: str) -> str:
+    """HASH ``djwork:finished-late:{queue:<name>}``: one queue's finished-late marks, in its slot."""
+    return f"{FINISHED_LATE}:{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+PUSHED_PREFIX = "djwork:pushed:"
+PUSHED_HORIZON = 3600  # seconds a push_once remembers a jid: longer than any move's two steps are apart
+
+
+def pushed(queue_name: str) -> str:
+    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when it pushed onto the queue (lua/push_once.lua), trimmed by age.
+
+    What makes the first half of a cluster's two-step move (push, then remove) safe to repeat.
+    """
+    return f"{PUSHED_PREFIX}{{{QUEUE_PREFIX}{queue_name}}}"
+
+
+CLUSTER_DEAD_BYTES = "djwork:dead-bytes:{dead}"  # DEAD_BYTES in the slot of `dead`, trimmed in the same step

@@ -24,11 +24,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import redis as redis_py
 from redis.exceptions import NoScriptError, ResponseError
 
 from djwork import redis as redis_layer
 from djwork.redis import key_reports, lua_keys
 from djwork.redis import naming as redis_naming
+from djwork.redis.cluster import servers
 from djwork.redis.key_types import WrongTypeKey, is_wrong_type, name_culprits
 from djwork.redis.naming import name_replies
 
@@ -187,7 +189,8 @@ def execute(pipe: Any, *, raise_on_error: bool = True) -> list[Any]:
     the first one's EXEC). Only the refused calls are re-sent: NOSCRIPT
     means the call did not run, while everything else in the pipeline did.
     """
-    commands = [args for args, _options in pipe.command_stack]
+    # A cluster's pipeline stacks PipelineCommand objects, a server's (args, options) pairs.
+    commands = [entry.args if hasattr(entry, "args") else entry[0] for entry in pipe.command_stack]
     replies = pipe.execute(raise_on_error=False)
     refused = [index for index, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
     if refused:
@@ -247,10 +250,26 @@ redis_naming.script_namer = script_named
 
 
 def load_all(conn: Any) -> dict[str, str]:
-    """SCRIPT LOAD every script in one pipelined round trip; returns name -> sha."""
+    """SCRIPT LOAD every script in one pipelined round trip per server (each primary of a cluster); name -> sha."""
     all_names = names()
-    pipe = conn.pipeline(transaction=False)
-    for name in all_names:
-        pipe.script_load(source(name))
-    shas = pipe.execute()
+    shas: list[Any] = []
+    # A cluster refuses a keyless command in a pipeline, and a script is cached per node: each primary loads.
+    for _name, server in servers(conn):
+        pipe = server.pipeline(transaction=False)
+        for name in all_names:
+            pipe.script_load(source(name))
+        shas = pipe.execute()
     return dict(zip(all_names, shas, strict=True))
+
+
+def unregister_if_empty(conn: Any, list_key: str, registry: str) -> Any:
+    """``unregister_if_empty.lua`` on one server; on a cluster (two slots) LLEN in the list's slot, then SREM.
+
+    Between the cluster's two steps a live process's take may land on the list: its next beat registers
+    the list again, so nothing is left unregistered for long.
+    """
+    if not isinstance(conn, redis_py.RedisCluster):
+        return evaluate(conn, "unregister_if_empty", [list_key, registry])
+    if conn.llen(list_key) == 0:
+        return conn.srem(registry, list_key)
+    return 0

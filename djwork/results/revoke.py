@@ -16,8 +16,10 @@ from __future__ import annotations
 from typing import Any
 
 from djwork import redis as redis_layer
+from djwork.exceptions import ClusterUnsupported
 from djwork.options import check_jid
 from djwork.redis import keys, scripts
+from djwork.redis.cluster import is_cluster
 from djwork.results import record as result_record
 from djwork.results import revoke_events
 from djwork.results.revoke_flag import revoked
@@ -51,6 +53,9 @@ def revoke(jid: str, terminate: bool = False, signal: Any = None, queue: str | N
             "Revoke without terminate, and have the job check self.request.is_revoked() (bind=True) "
             "or djwork.revoked(jid) and return early.")
     config = get_config()
+    if is_cluster(config):  # its one step spans slots (docs/cluster.md): refused, never a CROSSSLOT
+        raise ClusterUnsupported(f"djwork.revoke({jid!r}): revoking is not supported on a Redis Cluster yet "
+                                 f"(docs/cluster.md, Refused on a cluster)")
 
     def run(conn: Any) -> list[Any]:
         if queue is not None:

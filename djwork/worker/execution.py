@@ -18,7 +18,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import close_old_connections
@@ -77,8 +77,11 @@ def close_stale_connections() -> None:
 class Executor:
     """Shared by every processor thread of a Launcher; per-thread state lives in ``_local``."""
 
-    def __init__(self, config: Config, identity: str, work: WorkState, hooks: Sequence[RunHook] = ()) -> None:
+    def __init__(self, config: Config, identity: str, work: WorkState, hooks: Sequence[RunHook] = (),
+                 file_failure: Callable[..., Any] = dead.file_failure) -> None:
         self.config = config
+        # dead.file_failure, or a cluster's filing in single-slot steps (djwork/worker/mode.py): one call shape.
+        self.file_failure = file_failure
         self.identity = identity
         self.work = work
         self.hooks = tuple(hooks)  # installed_hooks.py: registration order is the chain's order
@@ -278,7 +281,7 @@ class Executor:
 
     def _file(self, unit: UnitOfWork, decision: Decision, jid: str) -> None:
         result = (keys.result(jid), unit.result) if jid and unit.result else ("", "")
-        call = dead.file_failure(unit.in_progress_key or keys.queue(unit.queue), unit.raw, decision.target,
+        call = self.file_failure(unit.in_progress_key or keys.queue(unit.queue), unit.raw, decision.target,
                                  decision.payload, decision.score, jid,
                                  from_in_progress=bool(unit.in_progress_key), config=self.config,
                                  locks=unit.locks, result=result)

@@ -25,7 +25,7 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.payload import StoredPayload, stored_payload
-from djwork.redis import keys, scripts
+from djwork.redis import key_layout, keys, scripts
 from djwork.results import revoke_events
 from djwork.settings.conf import Capsule
 from djwork.worker.isolation import IsolationGate
@@ -101,15 +101,21 @@ class SentFetch:
 class Fetcher:
     """Builds the key layout for one capsule and runs fetch/requeue against it."""
 
+    # The QueueTaker class the capsule's takers are made of (takers.py); None: the plain one. A
+    # cluster's fetcher names its own (djwork/worker/cluster/): its takers wait on the queue's node.
+    taker_class: Any = None
+
     def __init__(self, identity: str, capsule: Capsule, reliable: bool,
-                 isolation: IsolationGate | None = None) -> None:
+                 isolation: IsolationGate | None = None, layout: key_layout.Layout = key_layout.SINGLE_SERVER) -> None:
         self.identity = identity
+        self.layout = layout
         self.capsule = capsule
         self.reliable = reliable
         self.queue_names = capsule.queue_names
         self.queue_keys = [keys.queue(name) for name in self.queue_names]
-        self.in_progress_keys = [keys.in_progress(identity, name) for name in self.queue_names]
-        self.isolated_keys = [keys.isolated(name) for name in self.queue_names]
+        self.in_progress_keys = [layout.in_progress(identity, name) for name in self.queue_names]
+        self.isolated_keys = [layout.isolated(name) for name in self.queue_names]
+        self.orphan_counts_keys = [layout.orphan_counts(name) for name in self.queue_names]
         self.isolation = isolation or IsolationGate()
         # Told of a key a fetch found of the wrong type (the key guard moves it aside).
         self.on_broken_key: Callable[[str, str], bool] | None = None
@@ -266,8 +272,8 @@ class Fetcher:
             for index in range(1, len(self.queue_names) + 1):
                 count += int(scripts.evaluate(
                     conn, "requeue",
-                    [self.in_progress_keys[index - 1], self.queue_keys[index - 1], keys.ORPHAN_COUNTS,
-                     self.isolated_keys[index - 1]],
+                    [self.in_progress_keys[index - 1], self.queue_keys[index - 1],
+                     self.orphan_counts_keys[index - 1], self.isolated_keys[index - 1]],
                     [ISOLATE_AFTER_RECOVERIES, *by_queue.get(index, [])],
                 ))
             return count
@@ -310,7 +316,8 @@ class Fetcher:
         nothing per job otherwise.
         """
         dropped = redis_layer.run(lambda conn: scripts.evaluate(conn, "drop_finished_late", [
-            keys.FINISHED_LATE, self.in_progress_keys[queue_index - 1], keys.ORPHAN_COUNTS], [raw]),
+            self.layout.finished_late(self.queue_names[queue_index - 1]), self.in_progress_keys[queue_index - 1],
+            self.orphan_counts_keys[queue_index - 1]], [raw]),
             idempotent=True, purpose="fetch")
         if dropped:
             logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
@@ -339,7 +346,8 @@ class Fetcher:
         no one will fetch, which only costs a hash field until it expires.
         """
         script_keys = [keys.queue(unit.queue), self.isolated_keys[unit.queue_index - 1],
-                       unit.in_progress_key or "", keys.FINISHED_LATE, keys.ORPHAN_COUNTS]
+                       unit.in_progress_key or "", self.layout.finished_late(unit.queue),
+                       self.orphan_counts_keys[unit.queue_index - 1]]
         outcome = redis_layer.run(lambda conn: scripts.evaluate(
             conn, "settle_late", script_keys, [unit.raw, unit.ack_jid or "", FINISHED_LATE_TTL, unit.locks]),
             idempotent=True)

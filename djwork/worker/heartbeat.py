@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from djwork import redis as redis_layer
+from djwork.redis import cluster as redis_cluster
 from djwork.redis import keys, scripts
 from djwork.redis.outage import tracker as outage
 from djwork.settings.conf import Config
@@ -160,8 +161,10 @@ class Heartbeat(PeriodicComponent):
         }
 
         def write(conn: Any) -> None:
-            pipe = conn.pipeline(transaction=True)
-            pipe.unlink(keys.work(identity), keys.workers_legacy(identity))
+            pipe = redis_cluster.transaction(conn)
+            # One key per UNLINK: on a cluster the two names hash to different slots.
+            pipe.unlink(keys.work(identity))
+            pipe.unlink(keys.workers_legacy(identity))
             if work_fields:
                 for key in (keys.work(identity), keys.workers_legacy(identity)):
                     pipe.hset(key, mapping=work_fields)
@@ -206,9 +209,10 @@ class Heartbeat(PeriodicComponent):
         identity = self.identity
 
         def write(conn: Any) -> None:
-            pipe = conn.pipeline(transaction=True)
+            pipe = redis_cluster.transaction(conn)
             pipe.srem(keys.PROCESSES, identity)
-            pipe.unlink(keys.work(identity), keys.workers_legacy(identity))
+            pipe.unlink(keys.work(identity))
+            pipe.unlink(keys.workers_legacy(identity))
             pipe.hset(keys.process(identity), mapping={"quiet": "true", "busy": "0"})
             pipe.zrem(keys.BEATS, identity)
             pipe.execute()
@@ -218,6 +222,5 @@ class Heartbeat(PeriodicComponent):
         # lists. Only empty ones go: a failed requeue left jobs that orphan
         # recovery must still find through the registry.
         for list_key in self.in_progress_keys:
-            redis_layer.run(lambda conn, list_key=list_key: scripts.evaluate(
-                conn, "unregister_if_empty", [list_key, keys.IN_PROGRESS_REGISTRY]),
-                idempotent=True, purpose="heartbeat")
+            redis_layer.run(lambda conn, list_key=list_key: scripts.unregister_if_empty(
+                conn, list_key, keys.IN_PROGRESS_REGISTRY), idempotent=True, purpose="heartbeat")

@@ -40,7 +40,7 @@ from djwork.settings.conf import Config
 from djwork.worker.component import JOIN_TIMEOUT, Sleeper, safe_thread
 from djwork.worker.coroutines import Coroutines
 from djwork.worker.execution import Executor
-from djwork.worker.fetch import Fetcher, IsolationGate
+from djwork.worker.fetch import IsolationGate
 from djwork.worker.heartbeat import Heartbeat
 from djwork.worker.history import HistoryRecorder
 from djwork.worker.installed_hooks import installed_hooks
@@ -48,12 +48,11 @@ from djwork.worker.key_guard import KeyGuard
 from djwork.worker.leader import Leader
 from djwork.worker.manager import Manager
 from djwork.worker.metrics import ExecutionMetrics
+from djwork.worker.mode import mode_for
 from djwork.worker.periodic import PeriodicTicker
 from djwork.worker.probes import WorkerProbes, health_server
 from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
-from djwork.worker.reaper import Reaper
-from djwork.worker.scheduled import ScheduledPoller
 from djwork.worker.shutdown_steps import ShutdownSteps
 from djwork.worker.time_limits import TimeLimitWatchdog
 from djwork.worker.yielding import RequestGate
@@ -91,7 +90,9 @@ class Launcher:
         reliable = config.fetch == "reliable"
         # One gate for the whole process: "one isolated job at a time" is about what dies with it.
         isolation = IsolationGate(config.fetch_timeout)
-        fetchers = [Fetcher(self.identity, capsule, reliable, isolation) for capsule in config.capsules]
+        # One server or a cluster: which steps the worker runs, chosen here once (djwork/worker/mode.py).
+        mode = mode_for(config)
+        fetchers = [mode.fetcher(self.identity, capsule, reliable, isolation) for capsule in config.capsules]
         in_progress_keys = [key for fetcher in fetchers for key in fetcher.in_progress_keys] if reliable else []
         self.history = HistoryRecorder(self.identity, config.history_max_length)
         self.metrics = ExecutionMetrics() if config.metrics else None
@@ -101,7 +102,8 @@ class Launcher:
         self.recycle_on_time_limit = False
         self.recycle_requested = False
         executor = Executor(config, self.identity, self.work, installed_hooks(
-            config, self.identity, self.history, self.metrics, self.time_limits, self._after_time_out, self.state))
+            config, self.identity, self.history, self.metrics, self.time_limits, self._after_time_out, self.state),
+            file_failure=mode.file_failure)
         # One event loop thread for every capsule's coroutine jobs (docs/performance.md, I/O-bound jobs).
         self.coroutines = Coroutines()
         executor.coroutines_enabled = True
@@ -116,8 +118,8 @@ class Launcher:
         ]
         self.heartbeat = Heartbeat(config, self.process, self.state, self.work, self.take_counts, in_progress_keys,
                                    self.handle_remote_signal, self.metrics)
-        self.poller = ScheduledPoller(config)
-        self.reaper = Reaper(config, in_progress_keys)
+        self.poller = mode.poller(config)
+        self.reaper = mode.reaper(config, in_progress_keys)
         self.key_guard = KeyGuard(config)
         # The leader lease, and the periodic entries the leader fires (docs/periodic.md).
         self.leader = Leader(config, self.identity)

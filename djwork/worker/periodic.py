@@ -29,6 +29,7 @@ from djwork.periodic import claim as claims
 from djwork.periodic.entries import Entry, configured
 from djwork.periodic.plan import plan
 from djwork.redis import keys, scripts
+from djwork.redis.cluster import pipeline_with_time
 from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.leader import Leader
@@ -99,8 +100,7 @@ class PeriodicTicker(PeriodicComponent):
         active = self.entries()
 
         def read(conn: Any) -> list[Any]:
-            pipe = conn.pipeline(transaction=False)
-            pipe.time()
+            pipe = pipeline_with_time(conn)  # TIME first (a cluster asks one primary for it, apart)
             for entry, _job in active:
                 pipe.hmget(keys.periodic_state(entry.id), "last", "paused")
             # A state key of the wrong type comes back as a WrongTypeKey naming it, reported to the

@@ -84,6 +84,12 @@ class QueueTaker:
                 taken = None
         return taken, bool(paused)
 
+    def unblock(self) -> None:
+        """Cut this taker's blocked wait short (CLIENT UNBLOCK of its connection's id), from another thread."""
+        client_id = self.client_id
+        if client_id is not None:
+            redis_layer.run(lambda conn: conn.client_unblock(client_id), idempotent=True, purpose="admin")
+
     def is_paused(self) -> bool:
         return bool(redis_layer.run(lambda conn: conn.sismember(keys.PAUSED, self.queue), idempotent=True))
 

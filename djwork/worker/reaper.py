@@ -34,6 +34,8 @@ POISON_ERROR = "djwork.PoisonPill"
 
 class Reaper(PeriodicComponent):
     name = "reaper"
+    # How a poison pill is filed in `dead` (dead.file_failure's arguments); a cluster's reaper files in steps.
+    file_failure = staticmethod(dead.file_failure)
 
     def __init__(self, config: Config, own_in_progress_keys: list[str]) -> None:
         super().__init__()
@@ -117,6 +119,6 @@ class Reaper(PeriodicComponent):
         logger.error("djwork: job %s %s", jid, message)
         # fail.lua's dead filing: the same moves as a plain burial (add to dead, trim it, remove from the
         # list, clear the orphan count, end the locks and batch), plus the result record.
-        redis_layer.run(dead.file_failure(list_key, raw, "dead", buried, now, jid, from_in_progress=True,
+        redis_layer.run(self.file_failure(list_key, raw, "dead", buried, now, jid, from_in_progress=True,
                                           config=self.config, now=now, locks=locks, result=result).evaluate,
                         idempotent=True)

@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from djwork import redis as redis_layer
 from djwork.payload import StoredPayload
 from djwork.redis.key_types import WrongTypeKey
 from djwork.redis.outage import tracker as outage
@@ -74,7 +73,7 @@ class Takers:
         self.want_jobs = threading.Event()
         self._quiet = threading.Event()
         self.recalling = 0  # >0: takers must not block (reconcile or shutdown needs them out of Redis)
-        self.blocked: dict[int, int] = {}  # taker thread ident -> its connection's client id, while blocked
+        self.blocked: dict[int, QueueTaker] = {}  # taker thread ident -> its taker, while blocked (CLIENT UNBLOCK)
         self.running: set[int] = set()  # taker thread idents running a job they took (never in Redis then)
         self.threads: list[threading.Thread] = []
         self._spawned = 0
@@ -163,20 +162,19 @@ class Takers:
                     return True
                 if time.monotonic() >= deadline:
                     return False
-                client_ids = list(self.blocked.values())
-            for client_id in client_ids:
+                blocked = list(self.blocked.values())
+            for taker in blocked:
                 try:
-                    redis_layer.run(lambda conn, client_id=client_id: conn.client_unblock(client_id),
-                                    idempotent=True, purpose="admin")
+                    taker.unblock()
                 except Exception as error:
-                    logger.debug("djwork: CLIENT UNBLOCK %s failed: %s", client_id, error)
+                    logger.debug("djwork: CLIENT UNBLOCK of the taker of %s failed: %s", taker.queue, error)
             with self.condition:
                 if self.slots.reserved > 0:
                     self.condition.wait(min(RECALL_RETRY, max(0.0, deadline - time.monotonic())))
 
     # --- one taker thread ------------------------------------------------------------------
     def _take_loop(self, queue_index: int, first: bool) -> None:
-        taker = QueueTaker(self.fetcher, queue_index)
+        taker = (self.fetcher.taker_class or QueueTaker)(self.fetcher, queue_index)
         paused: bool | None = None  # unknown until asked
         me = threading.get_ident()
         self._roles[me] = (queue_index, first)
@@ -247,7 +245,7 @@ class Takers:
         paused = False
         error: BaseException | None = None
         with self.condition:
-            self.blocked[me] = taker.client_id
+            self.blocked[me] = taker
         isolated = False
         try:
             # Recovered jobs isolated after repeated crashes wait on their own list,

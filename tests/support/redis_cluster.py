@@ -225,3 +225,27 @@ def cluster_redis(redis_cluster: LoopbackCluster) -> Iterator[LoopbackCluster]:
     """The session's cluster, every primary emptied before the test (the data-bearing counterpart of raw_redis)."""
     redis_cluster.flush()  # waits for the cluster to be whole, too
     yield redis_cluster
+
+
+@pytest.fixture
+def on_cluster(cluster_redis: LoopbackCluster) -> Iterator[LoopbackCluster]:
+    """djwork's settings pointed at the emptied cluster through ONE node of it (any subset will do)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    from djwork import redis as redis_layer
+
+    with override_settings(DJWORK={**settings.DJWORK, "REDIS_URL": cluster_redis.url(nodes=1)}):
+        redis_layer.reset()
+        yield cluster_redis
+    redis_layer.reset()
+
+
+def client_for_url(url: str) -> redis_py.Redis:
+    """A plain client on the suite's URL, whichever it is: a cluster client for ``redis+cluster://``, else a Redis.
+
+    For jobs that count their runs in the suite's Redis, so they run the same under ``DJWORK_TEST_CLUSTER=1``.
+    """
+    from djwork.redis.cluster_url import is_cluster_url
+
+    return cluster_client(url) if is_cluster_url(url) else redis_py.Redis.from_url(url)

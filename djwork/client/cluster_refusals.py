@@ -1,0 +1,50 @@
+"""What a push on a Redis Cluster refuses at once, instead of a CROSSSLOT later (docs/cluster.md, Refused).
+
+A batch, a unique lock, a stored result and a limiter are written or held by scripts that span slots
+(the batch's keys and the queue's, the lock's and the queue's, the result's and the in-progress list's,
+a limiter's registry and its keys); until their split steps are built, a push that would need one
+raises ``ClusterUnsupported`` at the call, naming the feature, before anything is written. On one
+server the push hook takes part in no step, and a job without limits never asks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from djwork.client.push_hooks import PushHook
+from djwork.exceptions import ClusterUnsupported
+from djwork.job_locks import FIELD as LOCKS_FIELD
+from djwork.redis.cluster import is_cluster
+from djwork.results.record import PAYLOAD_FIELD as RESULT_FIELD
+from djwork.settings.conf import get_config
+from djwork.unique import FOR_FIELD as UNIQUE_FIELD
+
+# payload field -> the feature that field asks for
+REFUSED_FIELDS = {"bid": "a batch (or a canvas built on batches)", UNIQUE_FIELD: "a unique job",
+                  LOCKS_FIELD: "a job bound to locks", RESULT_FIELD: "a stored result (ignore_result=False, RESULTS)"}
+
+
+class RefuseOnCluster(PushHook):
+    """Its ``stamp`` step exists only on a cluster: one server's pushes never call it."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        if is_cluster(config):
+            self.stamp = self._refuse
+
+    @staticmethod
+    def _refuse(payload: dict[str, Any]) -> None:
+        for field, feature in REFUSED_FIELDS.items():
+            if payload.get(field) not in (None, False, "", 0):
+                raise ClusterUnsupported(
+                    f"job {payload.get('jid')} ({payload.get('class')}) asks for {feature}, which djwork does "
+                    f"not support on a Redis Cluster yet (docs/cluster.md, Refused on a cluster); nothing was "
+                    f"written")
+
+
+def refuse_limits_on_cluster(job_name: str) -> None:
+    """Raise ``ClusterUnsupported`` when job ``job_name`` (which has ``limits``) is enqueued on a cluster."""
+    if is_cluster(get_config()):
+        raise ClusterUnsupported(f"job {job_name} runs under rate or concurrency limiters, which djwork does not "
+                                 f"support on a Redis Cluster yet (docs/cluster.md, Refused on a cluster); nothing "
+                                 f"was written")

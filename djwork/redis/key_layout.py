@@ -1,0 +1,57 @@
+"""The per-queue companion keys of each mode: one server's names, or a Redis Cluster's hash-tagged ones.
+
+Every name is spelled in djwork/redis/keys.py; this module only chooses between its two layouts, once,
+by the mode (docs/cluster.md, Keys), so no caller tests the mode to name a key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis as redis_py
+
+from djwork.redis import keys
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The per-queue companion keys of one mode: one server's names, or a cluster's hash-tagged ones.
+
+    The queue itself (``queue``) and every Sidekiq key are the same in both.
+    """
+
+    cluster: bool
+
+    def in_progress(self, identity: str, queue_name: str) -> str:
+        if self.cluster:
+            return keys.cluster_in_progress(identity, queue_name)
+        return keys.in_progress(identity, queue_name)
+
+    def isolated(self, queue_name: str) -> str:
+        return keys.cluster_isolated(queue_name) if self.cluster else keys.isolated(queue_name)
+
+    def orphan_counts(self, queue_name: str) -> str:
+        """One server keeps every queue's counters in one hash; a cluster one per queue, in its slot."""
+        return keys.cluster_orphan_counts(queue_name) if self.cluster else keys.ORPHAN_COUNTS
+
+    def finished_late(self, queue_name: str) -> str:
+        return keys.cluster_finished_late(queue_name) if self.cluster else keys.FINISHED_LATE
+
+    @property
+    def dead_bytes(self) -> str:
+        return keys.CLUSTER_DEAD_BYTES if self.cluster else keys.DEAD_BYTES
+
+
+SINGLE_SERVER = Layout(cluster=False)
+CLUSTER = Layout(cluster=True)
+
+
+def layout(cluster: bool) -> Layout:
+    """The layout of a mode: ``CLUSTER`` for a ``redis+cluster://`` REDIS_URL, else ``SINGLE_SERVER``."""
+    return CLUSTER if cluster else SINGLE_SERVER
+
+
+def layout_of(conn: Any) -> Layout:
+    """The layout of the Redis ``conn`` reaches: for a reader handed a client (djwork.api), not a config."""
+    return CLUSTER if isinstance(conn, redis_py.RedisCluster) else SINGLE_SERVER

@@ -1,0 +1,73 @@
+"""Filing a failed job on a Redis Cluster: into `retry` or `dead` first, off its in-progress list after.
+
+On one server ``lua/fail.lua`` does both in one step. On a cluster `retry` and `dead` live in slots of
+their own and the in-progress list in its queue's, so the filing is two single-slot steps in that
+order (``lua/file_entry.lua``, then ``lua/drop_copy.lua``). A crash between leaves the job filed and
+still in progress: orphan recovery pushes it back and it may run once more (a failing job is retried
+anyway), and its entry in `retry` is then a second try of the same jid. Never lost: nothing leaves a
+list before it is somewhere else. Each step repeats harmlessly (a ZADD of the same member, an LREM of
+what is gone), so the whole filing runs under the replay policy as ``idempotent``, as on one server.
+
+The ties a filing ends on one server (locks, a batch, a result record, the revoked check) belong to
+features a cluster refuses at the push (djwork/client/cluster_refusals.py); a payload that carries
+them anyway is filed without them, with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from djwork import dead
+from djwork.payload import dumps
+from djwork.redis import keys, scripts
+from djwork.settings.conf import Config
+
+logger = logging.getLogger("djwork.worker")
+
+
+class FilingSteps:
+    """The two steps of one filing, run in order by ``evaluate(conn)`` (the interface of ``dead.ScriptCall``)."""
+
+    def __init__(self, target_key: str | None, entry: list[Any], source_key: str, orphan_counts: str,
+                 raw: Any, jid: str, from_in_progress: bool) -> None:
+        self.target_key = target_key
+        self.entry = entry
+        self.source_key = source_key
+        self.orphan_counts = orphan_counts
+        self.raw = raw
+        self.jid = jid
+        self.from_in_progress = from_in_progress
+
+    def evaluate(self, conn: Any) -> int:
+        if self.target_key is not None:
+            entry_keys = [self.target_key, keys.CLUSTER_DEAD_BYTES] if self.target_key == keys.DEAD else [
+                self.target_key]
+            scripts.evaluate(conn, "file_entry", entry_keys, self.entry)
+        if self.from_in_progress:
+            scripts.evaluate(conn, "drop_copy", [self.source_key, self.orphan_counts], [self.raw, self.jid])
+        elif self.jid:
+            conn.hdel(self.orphan_counts, self.jid)
+        return 1
+
+
+def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, payload: dict[str, Any] | str,
+                 score: float, jid: str = "", *, from_in_progress: bool = True, config: Config | None = None,
+                 now: float | None = None, locks: str = "", result: tuple[str, str] = ("", "")) -> FilingSteps:
+    """``dead.file_failure`` for a cluster: the same arguments, the filing in two single-slot steps."""
+    if locks or any(result):
+        # Refused at the push on a cluster; a payload that carries them anyway (written by something else)
+        # is still filed, never left in progress: its locks expire by their TTL, no result is written.
+        logger.warning("djwork: job %s carries locks or a result record, which a Redis Cluster does not "
+                       "support yet; filed without them (its locks expire by their TTL)", jid)
+    parsed = keys.parse_in_progress(source_key)
+    queue = parsed[1] if parsed else keys.queue_name(source_key)
+    if target == "drop":
+        return FilingSteps(None, [], source_key, keys.cluster_orphan_counts(queue), raw, jid, from_in_progress)
+    stored = payload if isinstance(payload, str) else dumps(payload)
+    moment = time.time() if now is None else now
+    trim = dead.dead_trim(config, moment) if target == "dead" else ["0", "0", "0"]
+    target_key = keys.RETRY if target == "retry" else keys.DEAD
+    return FilingSteps(target_key, [stored, repr(float(score)), *trim], source_key,
+                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress)

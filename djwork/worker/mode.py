@@ -1,0 +1,46 @@
+"""The worker's parts that differ on a Redis Cluster, chosen once at start (docs/cluster.md).
+
+One server keeps its one-script atomic steps; a cluster runs the same steps split into single-slot
+ones (djwork/worker/cluster/). The Launcher asks this module once which to build and never asks
+again: no component tests the mode at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from djwork import dead
+from djwork.redis.cluster import is_cluster
+from djwork.settings.conf import Config
+from djwork.worker.cluster import filing, refusals
+from djwork.worker.cluster.fetch import ClusterFetcher
+from djwork.worker.cluster.promotion import ClusterScheduledPoller
+from djwork.worker.cluster.recovery import ClusterReaper
+from djwork.worker.fetch import Fetcher
+from djwork.worker.reaper import Reaper
+from djwork.worker.scheduled import ScheduledPoller
+
+
+@dataclass(frozen=True)
+class WorkerMode:
+    """The classes and the filing step of one mode."""
+
+    cluster: bool
+    fetcher: Callable[..., Fetcher]
+    reaper: Callable[..., Reaper]
+    poller: Callable[..., ScheduledPoller]
+    file_failure: Callable[..., Any]  # dead.file_failure's arguments -> an object with evaluate(conn)
+
+
+SINGLE_SERVER = WorkerMode(False, Fetcher, Reaper, ScheduledPoller, dead.file_failure)
+CLUSTER = WorkerMode(True, ClusterFetcher, ClusterReaper, ClusterScheduledPoller, filing.file_failure)
+
+
+def mode_for(config: Config) -> WorkerMode:
+    """The mode of ``config``'s Redis; on a cluster, first refuses what the worker cannot do there safely."""
+    if not is_cluster(config):
+        return SINGLE_SERVER
+    refusals.check_worker(config)
+    return CLUSTER

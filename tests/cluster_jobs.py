@@ -1,0 +1,42 @@
+"""Jobs run by the cluster tests (tests/test_cluster_worker.py) and bench/cluster.py.
+
+Each run counts itself through djwork's own Redis layer, so the count lands in whatever Redis the worker
+runs on (one server or a cluster): a test tells exactly-once from lost from duplicated by the counts.
+"""
+
+from __future__ import annotations
+
+import time
+
+import djwork
+from djwork import redis as redis_layer
+
+COUNTS = "c:counts"  # HASH key -> completed runs
+STARTS = "c:starts"  # HASH key -> started runs
+FAILURES = "c:failures"  # HASH key -> failed runs
+
+
+@djwork.job
+def noop() -> None:
+    """The bench's job: nothing, so the drain measures djwork and Redis alone."""
+
+
+@djwork.job
+def record(key: str) -> None:
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job
+def slow(key: str, seconds: float) -> None:
+    redis_layer.run(lambda conn: conn.hincrby(STARTS, key, 1))
+    time.sleep(seconds)
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job(bind=True, max_retries=3, default_retry_delay=1)
+def fail_once(self, key: str) -> None:
+    """Fails its first run (counted), retried a second later through `retry`, succeeds then."""
+    failures = redis_layer.run(lambda conn: conn.hincrby(FAILURES, key, 1))
+    if failures == 1:
+        raise self.retry(countdown=1)
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
