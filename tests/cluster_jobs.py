@@ -40,3 +40,15 @@ def fail_once(self, key: str) -> None:
     if failures == 1:
         raise self.retry(countdown=1)
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job(ignore_result=False)
+def add(x: int, y: int) -> int:
+    """A stored result (tests/test_cluster_results.py)."""
+    return x + y
+
+
+@djwork.job(ignore_result=False, retry=0)
+def refuse(message: str) -> None:
+    """A failure filed in `dead` with its result record (tests/test_cluster_results.py)."""
+    raise ValueError(message)

@@ -41,6 +41,7 @@ RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting 
 # HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);
 # EXPIRE 60 s, renewed by every waiter, so the fields of waiters gone away do not stay.
 RESULT_WAITERS = "djwork:result-waiters"
+RESULT_WAITER_PREFIX = "djwork:result-waiter:"  # + {djwork:result:<jid>}: a cluster's RESULT_WAITERS, one per job
 # ZSET jid -> epoch seconds until which the revoke holds; the key's EXPIRE is RESULT_TTL from the last revoke.
 REVOKED = "djwork:revoked"
 
@@ -98,20 +99,13 @@ IN_PROGRESS_PREFIX = "djwork:inprogress:"
 
 
 def in_progress(identity: str, queue_name: str) -> str:
-    """LIST ``djwork:inprogress:<identity>:<queue>``: jobs this process fetched and has not acked.
-
-    One per (process, queue) so recovery knows each job's origin queue
-    without parsing payloads, and every key a script touches can be passed
-    in KEYS.
-    """
+    """LIST ``djwork:inprogress:<identity>|<queue>``: jobs this process fetched and has not acked; one per
+    (process, queue), so recovery knows each job's queue and a script gets every key it touches in KEYS."""
     return f"{IN_PROGRESS_PREFIX}{identity}|{queue_name}"
 
 
 def parse_in_progress(key: str) -> tuple[str, str] | None:
-    """``djwork:inprogress:<identity>|<queue>`` (or a cluster's ``...|{queue:<queue>}``) -> (identity, queue).
-
-    None if not one.
-    """
+    """``djwork:inprogress:<identity>|<queue>`` (a cluster's ``...|{queue:<queue>}``) -> (identity, queue) or None."""
     if not key.startswith(IN_PROGRESS_PREFIX):
         return None
     identity, sep, queue_name = key[len(IN_PROGRESS_PREFIX):].rpartition("|")
@@ -388,11 +382,19 @@ PUSHED_HORIZON = 3600  # seconds a push_once remembers a jid: longer than any mo
 
 
 def pushed(queue_name: str) -> str:
-    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when it pushed onto the queue (lua/push_once.lua), trimmed by age.
-
-    What makes the first half of a cluster's two-step move (push, then remove) safe to repeat.
-    """
+    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when it pushed onto the queue (lua/push_once.lua), trimmed
+    by age: what makes the first half of a cluster's two-step move (push, then remove) safe to repeat."""
     return f"{PUSHED_PREFIX}{{{QUEUE_PREFIX}{queue_name}}}"
 
 
 CLUSTER_DEAD_BYTES = "djwork:dead-bytes:{dead}"  # DEAD_BYTES in the slot of `dead`, trimmed in the same step
+
+
+def cluster_result_notify(result_id: str) -> str:
+    """LIST ``djwork:result-notify:{djwork:result:<id>}``: ``result_notify`` in the record's slot."""
+    return f"{RESULT_NOTIFY_PREFIX}{{{RESULT_PREFIX}{result_id}}}"
+
+
+def cluster_result_waiters(result_id: str) -> str:
+    """HASH ``djwork:result-waiter:{djwork:result:<id>}``: one job's ``RESULT_WAITERS``, in its record's slot."""
+    return f"{RESULT_WAITER_PREFIX}{{{RESULT_PREFIX}{result_id}}}"

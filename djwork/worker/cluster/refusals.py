@@ -1,10 +1,9 @@
 """What a worker refuses to start with on a Redis Cluster (docs/cluster.md, Refused on a cluster).
 
-Periodic entries (their claim writes an entry's state and pushes its job in one step) and results for
-every job (``RESULTS``: written with each ack, in the result's slot) need steps not split yet. A
-worker configured with either stops at start with ``ClusterUnsupported``, naming the setting, rather
-than meeting CROSSSLOT when the first entry fires or the first job ends. A single job's features (a
-batch, a unique lock, a result) are refused at its push (djwork/client/cluster_refusals.py).
+Periodic entries (their claim writes an entry's state and pushes its job in one step) need steps not
+split yet. A worker configured with them stops at start with ``ClusterUnsupported``, naming the
+setting, rather than meeting CROSSSLOT when the first entry fires. A single job's features (a batch, a
+unique lock) are refused at its push (djwork/client/cluster_refusals.py).
 """
 
 from __future__ import annotations
@@ -18,8 +17,6 @@ def check_worker(config: Config) -> None:
     refused = []
     if config.periodic:
         refused.append("PERIODIC (periodic entries, or Celery's beat_schedule)")
-    if config.results:
-        refused.append("RESULTS = True (every job's result stored)")
     if refused:
         raise ClusterUnsupported(f"djwork cannot run {' and '.join(refused)} on a Redis Cluster yet "
                                  f"(docs/cluster.md, Refused on a cluster): remove it, or use one Redis server")
