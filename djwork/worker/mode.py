@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import dead
+from djwork import dead, job_locks
 from djwork.redis.cluster import is_cluster
 from djwork.settings.conf import Config
 from djwork.worker import fetch
-from djwork.worker.cluster import filing, refusals, results
+from djwork.worker.cluster import filing, locks, refusals, results
 from djwork.worker.cluster.fetch import ClusterFetcher
 from djwork.worker.cluster.promotion import ClusterScheduledPoller
 from djwork.worker.cluster.recovery import ClusterReaper
@@ -34,11 +34,13 @@ class WorkerMode:
     poller: Callable[..., ScheduledPoller]
     file_failure: Callable[..., Any]  # dead.file_failure's arguments -> an object with evaluate(conn)
     store_results: Callable[[Sequence[tuple[str, str]]], None]  # (jid, result spec) written outside an ack
+    release_locks: Callable[[Any, list[str], str], int]  # (conn, lock keys, owner jid) -> released: job_locks.release
 
 
-SINGLE_SERVER = WorkerMode(False, Fetcher, Reaper, ScheduledPoller, dead.file_failure, fetch.store_results)
+SINGLE_SERVER = WorkerMode(False, Fetcher, Reaper, ScheduledPoller, dead.file_failure, fetch.store_results,
+                           job_locks.release)
 CLUSTER = WorkerMode(True, ClusterFetcher, ClusterReaper, ClusterScheduledPoller, filing.file_failure,
-                     results.store_results)
+                     results.store_results, locks.release)
 
 
 def mode_for(config: Config) -> WorkerMode:

@@ -35,7 +35,7 @@ from djwork.payload import stored_payload
 from djwork.redis import key_layout, keys, scripts
 from djwork.redis.cluster_exchange import receive_by_node, send_by_node
 from djwork.settings.conf import Capsule
-from djwork.worker.cluster import results
+from djwork.worker.cluster import locks, results
 from djwork.worker.cluster.taker import ClusterQueueTaker
 from djwork.worker.fetch import Ack, Fetcher, SentFetch, UnitOfWork, logger
 from djwork.worker.isolation import IsolationGate
@@ -141,6 +141,8 @@ class ClusterFetcher(Fetcher):
             self.isolation.settle(sent.isolated_allowed, 0)
             raise
         self.isolation.settle(sent.isolated_allowed, sum(unit.isolated for unit in work))
+        # The acks' LREMs have their replies: now their locks, one call per lock (each its own slot).
+        locks.release_ended([(ack.jid, ack.locks) for ack in sent.acks if ack.locks])
         return work
 
     def _call(self, index: int, limit: int, isolated_allowed: int, raws: list[Any]) -> tuple[Any, ...]:
@@ -212,6 +214,17 @@ class ClusterFetcher(Fetcher):
     def store_results(self, acks: Sequence[Ack]) -> None:
         """One single-slot write per job's result (djwork/worker/cluster/results.py), not one step for all."""
         results.store_results([(ack.jid, ack.result) for ack in acks if ack.result and ack.jid])
+
+    def settle_late(self, unit: UnitOfWork) -> str:
+        """``Fetcher.settle_late`` without the locks in its step (they are in other slots), released after it."""
+        held, unit.locks = unit.locks, ""
+        try:
+            outcome = super().settle_late(unit)
+        finally:
+            unit.locks = held
+        if outcome in ("removed", "acked"):  # "marked": the locks stay with the copy left, and expire by TTL
+            locks.release_ended([(unit.ack_jid or "", held)])
+        return outcome
 
     def drop_if_revoked(self, queue_index: int, raw: Any) -> bool:
         """Revoke is refused on a cluster (djwork/worker/cluster/refusals.py): no taken job is revoked."""

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from djwork import redis as redis_layer
-from djwork.redis import keys, scripts
+from djwork.redis import keys
+from djwork.worker.cluster.calls import evaluate_each
 
 
 def store_results(records: Sequence[tuple[str, str]]) -> None:
@@ -29,16 +28,5 @@ def store_results(records: Sequence[tuple[str, str]]) -> None:
 
 def store_on(conn: Any, records: Sequence[tuple[str, str]]) -> None:
     """Write each (jid, result spec) through the cluster client ``conn``, one round trip per node; an error raises."""
-    commands = [("EVALSHA", scripts.sha("store_result"), 2, keys.result(jid), keys.cluster_result_waiters(jid),
-                 jid, spec) for jid, spec in records if jid and spec]
-    if not commands:
-        return
-    replies = redis_layer.exchange_on(conn, commands)
-    # NOSCRIPT ran nothing (a node promoted since the boot, or no worker booted): those calls go again as EVAL.
-    refused = [command for command, reply in zip(commands, replies, strict=True) if isinstance(reply, NoScriptError)]
-    if refused:
-        replies = redis_layer.exchange_on(conn, [("EVAL", scripts.source("store_result"), *command[2:])
-                                                 for command in refused])
-    for reply in replies:
-        if isinstance(reply, Exception):
-            raise reply
+    evaluate_each(conn, "store_result", [((keys.result(jid), keys.cluster_result_waiters(jid)), (jid, spec))
+                                         for jid, spec in records if jid and spec])
