@@ -53,11 +53,10 @@ def test_a_worker_storing_every_result_starts_on_a_cluster(on_cluster):
         assert mode.mode_for(get_config()) is mode.CLUSTER
 
 
-@pytest.mark.parametrize("extra", [{"PERIODIC": [{"id": "nightly", "job": "tests.cluster_jobs.noop",
-                                                  "schedule": "0 3 * * *"}]}], ids=["periodic"])
-def test_a_worker_configured_with_what_a_cluster_cannot_run_refuses_to_start(on_cluster, extra):
-    with override_settings(DJWORK={**settings.DJWORK, **extra}), pytest.raises(djwork.ClusterUnsupported,
-                                                                               match=next(iter(extra))):
+def test_a_worker_configured_with_what_a_cluster_cannot_run_refuses_to_start(on_cluster):
+    entry = {"name": "nightly", "job": "tests.cluster_jobs.noop", "cron": "0 3 * * *", "overlap": False}
+    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [entry]}), pytest.raises(
+            djwork.ClusterUnsupported, match="nightly"):
         mode.mode_for(get_config())
 
 

@@ -45,6 +45,9 @@ class Layout:
         """One server keeps every waiter in one hash; a cluster one per job, in its record's slot."""
         return keys.cluster_result_waiters(jid) if self.cluster else keys.RESULT_WAITERS
 
+    def periodic_history(self, entry_id: str) -> str:
+        return keys.cluster_periodic_history(entry_id) if self.cluster else keys.periodic_history(entry_id)
+
     @property
     def dead_bytes(self) -> str:
         return keys.CLUSTER_DEAD_BYTES if self.cluster else keys.DEAD_BYTES

@@ -1,10 +1,9 @@
 """Every Redis key djwork reads or writes, with its type, in one place.
 
-Sidekiq 7's layout (docs/wire.md, Keys) for everything Sidekiq defines;
-Sidekiq Pro's and Enterprise's own names for the features they define (so
-their tools and ours read the same keys); a ``djwork:`` prefix for the rest.
-No module builds a key string itself: a later Redis Cluster mode (hash-tagged
-keys) must be a change to this file alone. docs/keys.md mirrors this table.
+Sidekiq 7's layout (docs/wire.md, Keys) for everything Sidekiq defines; Sidekiq Pro's and Enterprise's
+own names for the features they define (so their tools and ours read the same keys); a ``djwork:`` prefix
+for the rest; a Redis Cluster's hash-tagged companions at the end. No module builds a key string itself.
+docs/keys.md mirrors this table.
 """
 
 from __future__ import annotations
@@ -106,26 +105,22 @@ def in_progress(identity: str, queue_name: str) -> str:
 
 def parse_in_progress(key: str) -> tuple[str, str] | None:
     """``djwork:inprogress:<identity>|<queue>`` (a cluster's ``...|{queue:<queue>}``) -> (identity, queue) or None."""
-    if not key.startswith(IN_PROGRESS_PREFIX):
-        return None
     identity, sep, queue_name = key[len(IN_PROGRESS_PREFIX):].rpartition("|")
     tagged = f"{{{QUEUE_PREFIX}"
     if queue_name.startswith(tagged) and queue_name.endswith("}"):
         queue_name = queue_name[len(tagged):-1]
-    if not sep or not identity or not queue_name:
+    if not key.startswith(IN_PROGRESS_PREFIX) or not sep or not identity or not queue_name:
         return None
     return identity, queue_name
 
 
 def iteration(jid: str) -> str:
-    """STRING ``djwork:iteration:<jid>``: an iterable job's saved cursor, items done, checkpoints and
-    segments (JSON, docs/iterable.md); TTL ITERABLE_STATE_TTL, deleted when its iteration completes."""
+    """STRING ``djwork:iteration:<jid>``: an iterable job's saved state (JSON, docs/iterable.md)."""
     return f"{ITERATION_PREFIX}{jid}"
 
 
 def result(result_id: str) -> str:
-    """HASH ``djwork:result:<id>``: a job's result record (Django Tasks' status, times, args, errors...;
-    Celery's state, result, traceback, date_done; docs/celery.md)."""
+    """HASH ``djwork:result:<id>``: a job's result record (Django Tasks' and Celery's fields; docs/celery.md)."""
     return f"{RESULT_PREFIX}{result_id}"
 
 
@@ -202,8 +197,7 @@ def limiter_wake(name: str, token: str) -> str:
 
 
 # --- periodic jobs (docs/periodic.md); the leader is dear-leader above ---------------
-# Per-entry keys put the entry id last, after a prefix; ids have no ':' (djwork/periodic/entries.py),
-# so no id's keys can collide with another's.
+# Per-entry keys put the entry id last, after a prefix; ids have no ':', so no id's keys collide.
 PERIODIC_ENTRIES = "djwork:periodic:entries"  # HASH entry id -> JSON definition the leader last ran, + "seen" ms
 PERIODIC_SYNCED_FIELD = ":synced"  # its field of the last write (ms); no entry id has a ':'
 PERIODIC_STATE_PREFIX = "djwork:periodic:state:"  # HASH per entry: last (watermark), paused, counters, last run
@@ -220,6 +214,11 @@ def periodic_state(entry_id: str) -> str:
 def periodic_history(entry_id: str) -> str:
     """LIST ``djwork:periodic:history:<id>``: the entry's recent runs and skipped slots, capped."""
     return f"{PERIODIC_HISTORY_PREFIX}{entry_id}"
+
+
+def cluster_periodic_history(entry_id: str) -> str:
+    """LIST ``djwork:periodic:history:{djwork:periodic:state:<id>}``: the history in its state's slot (cluster)."""
+    return f"{PERIODIC_HISTORY_PREFIX}{{{PERIODIC_STATE_PREFIX}{entry_id}}}"
 
 
 def periodic_lock(entry_id: str) -> str:

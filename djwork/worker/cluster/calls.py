@@ -15,10 +15,11 @@ from djwork import redis as redis_layer
 from djwork.redis import scripts
 
 
-def evaluate_each(conn: Any, name: str, calls: Sequence[tuple[Sequence[str], Sequence[Any]]]) -> list[Any]:
+def evaluate_each(conn: Any, name: str, calls: Sequence[tuple[Sequence[str], Sequence[Any]]],
+                  raise_on_error: bool = True) -> list[Any]:
     """Script ``name`` run once per (keys, args) through the cluster client ``conn``; the replies, in order.
 
-    An error reply raises, after every call has its reply.
+    An error reply raises, after every call has its reply (or stays in its place, ``raise_on_error=False``).
     """
     commands = [("EVALSHA", scripts.sha(name), len(call_keys), *call_keys, *args) for call_keys, args in calls]
     if not commands:
@@ -32,6 +33,6 @@ def evaluate_each(conn: Any, name: str, calls: Sequence[tuple[Sequence[str], Seq
         for index, reply in zip(refused, again, strict=True):
             replies[index] = reply
     for reply in replies:
-        if isinstance(reply, Exception):
+        if raise_on_error and isinstance(reply, Exception):
             raise reply
     return replies
