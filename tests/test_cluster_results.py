@@ -7,6 +7,8 @@ through the filing, each before the step that ends the job.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from redis.crc import key_slot
 
@@ -15,7 +17,7 @@ from djwork.redis import keys
 from djwork.results import _register_and_read, record
 from djwork.settings.conf import get_config
 from djwork.worker.cluster import results
-from tests import cluster_jobs
+from tests import cluster_jobs, result_jobs
 from tests.helpers_worker import wait_until
 
 QUEUES = [f"q{index}" for index in range(12)]
@@ -66,3 +68,24 @@ def test_a_failed_job_s_result_is_stored_before_it_is_filed_in_dead(on_cluster, 
     wait_until(lambda: conn.zcard(keys.DEAD) == 1, 30, "the job in dead")
     assert djwork.AsyncResult(ref.id).state == "FAILURE"
     assert "CROSSSLOT" not in worker.log()
+
+
+def test_get_is_woken_by_the_ack_s_write_not_by_its_polling_interval(on_cluster, workers, settings):
+    # Its blocking wait is capped by FETCH_TIMEOUT (the reply timeout it runs under): raised past the timeout here.
+    settings.DJWORK = {**settings.DJWORK, "FETCH_TIMEOUT": 60}
+    conn = on_cluster.cluster_client()
+    conn.set("t:hold:woken", 1)
+    ref = result_jobs.held_value.set(ignore_result=False).delay("woken", 5)
+    workers.start("-c", "2", redis_url=on_cluster.url())
+    wait_until(lambda: conn.hget("t:starts", "woken") == b"1", 30, "the job to start")
+
+    def release_once_waiting() -> None:
+        wait_until(lambda: conn.hexists(keys.cluster_result_waiters(ref.id), ref.id), 20, "get() registered")
+        conn.delete("t:hold:woken")
+
+    releaser = threading.Thread(target=release_once_waiting)
+    releaser.start()
+    # An interval longer than the timeout: only the notify the ack's result write pushes ends this wait in time.
+    assert ref.get(timeout=30, interval=120) == 5
+    releaser.join(30)
+    assert not conn.hexists(keys.cluster_result_waiters(ref.id), ref.id)  # the writer took the registration
