@@ -50,26 +50,32 @@ def test_an_entry_s_state_and_history_share_a_slot_and_its_queue_is_elsewhere():
     assert key_slot(STATE.encode()) != key_slot(keys.queue("periodic-out").encode())
 
 
-def test_a_pending_job_a_crash_left_is_pushed_once_by_the_next_tick(on_cluster):
+def _pending(conn) -> list[str]:
+    return [name.decode() for name in conn.hkeys(STATE) if name.startswith(b"pending:")]
+
+
+def test_pending_jobs_a_crash_left_are_pushed_once_by_the_next_tick_in_slot_order(on_cluster):
     with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [EVERY_MINUTE]}):
         config = get_config()
         ticker = ClusterPeriodicTicker(config, Leader(config, "host:1:abc"), "host:1:abc")
         conn = on_cluster.cluster_client()
-        payload = json.dumps({"class": "tests.periodic_jobs.tick", "args": [], "queue": "periodic-out",
-                              "jid": "a" * 24, "enqueued_at": 1.0})
-        # A claim cut short after its first step: decided, the job recorded as pending, not pushed.
-        conn.hset(STATE, mapping={"pending_jid": "a" * 24, "pending_payload": payload,
-                                  "pending_queue": "periodic-out"})
-        assert ticker.push_pending() == 1
-        assert [job["jid"] for job in _enqueued(conn)] == ["a" * 24]
-        assert conn.hget(STATE, "pending_jid") is None
+
+        def job(jid: str) -> str:
+            return "periodic-out\n" + json.dumps({"class": "tests.periodic_jobs.tick", "args": [],
+                                                   "queue": "periodic-out", "jid": jid, "enqueued_at": 1.0})
+
+        # A catch-up's claims cut short after their first step: decided, recorded as pending, not pushed.
+        pending = {f"pending:120000:{'b' * 24}": job("b" * 24), f"pending:60000:{'a' * 24}": job("a" * 24)}
+        conn.hset(STATE, mapping=pending)
+        assert ticker.push_pending() == 2
+        assert [each["jid"] for each in _enqueued(conn)] == ["a" * 24, "b" * 24]  # the older slot first
+        assert _pending(conn) == []
         assert conn.sismember(keys.QUEUES, "periodic-out")
-        # Cut short after its second step: pushed, not cleared. The next tick's push is a no-op.
-        conn.hset(STATE, mapping={"pending_jid": "a" * 24, "pending_payload": payload,
-                                  "pending_queue": "periodic-out"})
-        assert ticker.push_pending() == 1
-        assert [job["jid"] for job in _enqueued(conn)] == ["a" * 24]
-        assert conn.hget(STATE, "pending_jid") is None
+        # Cut short after their second step: pushed, not cleared. The next tick's pushes are no-ops.
+        conn.hset(STATE, mapping=pending)
+        assert ticker.push_pending() == 2
+        assert [each["jid"] for each in _enqueued(conn)] == ["a" * 24, "b" * 24]
+        assert _pending(conn) == []
         assert ticker.push_pending() == 0
 
 
@@ -102,7 +108,7 @@ def test_leaders_on_a_cluster_fire_each_slot_once_across_a_killed_leader(on_clus
     assert victim.wait_exit(10) == -signal.SIGKILL
     killed_at = _watermark(conn)
     wait_until(lambda: _watermark(conn) >= killed_at + 2 * MINUTE_MS, 60, "two slots fired by the other process")
-    wait_until(lambda: conn.hget(STATE, "pending_jid") is None, 20, "the last claim's push")
+    wait_until(lambda: not _pending(conn), 20, "the last claim's push")
     last = _watermark(conn)
     jobs = [job for job in _enqueued(conn) if job["djwork_periodic"]["entry"] == "every-minute"]
     slots = sorted(int(job["djwork_periodic"]["slot"] * 1000) for job in jobs)
