@@ -21,10 +21,12 @@ from typing import Any
 import orjson
 
 from djwork import job_locks
+from djwork.client.cluster_unique import take_then_push
 from djwork.client.push_hooks import Pushed, PushHook, Write
 from djwork.options import OptionError
 from djwork.payload import check_json_native, dumps
 from djwork.redis import keys, scripts
+from djwork.redis.cluster import is_cluster
 
 UNTIL = ("success", "start")
 # Far beyond any sensible lock, and below the epoch threshold: a millisecond
@@ -153,8 +155,23 @@ def lock_ttl_ms(payload: dict[str, Any], delay: float = 0.0) -> int:
 class UniquePush(PushHook):
     """A unique job's push: the lock's SET NX and the push in one Lua step (lua/unique_push.lua).
 
-    Routed after client middleware: the lock is taken only by a push that really happens.
+    Routed after client middleware: the lock is taken only by a push that really happens. On a Redis
+    Cluster the lock and the push are two single-slot steps (djwork/client/cluster_unique.py), chosen once.
     """
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        if is_cluster(config):
+            self.route = self._route_on_cluster
+
+    @staticmethod
+    def _route_on_cluster(payload: dict[str, Any], queue: str, later: float | None,
+                          now: float) -> Pushed | Write | None:
+        lock = lock_of(payload)
+        if lock is None:
+            return None
+        return take_then_push(lock, lock_ttl_ms(payload, (later - now) if later is not None else 0.0), payload,
+                              queue, later)
 
     def route(self, payload: dict[str, Any], queue: str, later: float | None, now: float) -> Write | None:
         lock = lock_of(payload)

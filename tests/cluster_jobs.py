@@ -40,3 +40,35 @@ def fail_once(self, key: str) -> None:
     if failures == 1:
         raise self.retry(countdown=1)
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job(ignore_result=False)
+def add(x: int, y: int) -> int:
+    """A stored result (tests/test_cluster_results.py)."""
+    return x + y
+
+
+@djwork.job(ignore_result=False, retry=0)
+def refuse(message: str) -> None:
+    """A failure filed in `dead` with its result record (tests/test_cluster_results.py)."""
+    raise ValueError(message)
+
+
+@djwork.job(unique_for=300)
+def unique_record(key: str) -> None:
+    """A unique job: counted, then its lock released with its ack (tests/test_cluster_unique.py)."""
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job(unique_for=300, retry=0)
+def unique_refuse(key: str) -> None:
+    """A unique job that dies at once: filed in `dead`, its lock released after (tests/test_cluster_unique.py)."""
+    raise ValueError(key)
+
+
+@djwork.job(unique_for=300, unique_until="start")
+def unique_at_start(key: str, seconds: float) -> None:
+    """A unique job that gives its lock up as it starts, then runs ``seconds`` (tests/test_cluster_unique.py)."""
+    redis_layer.run(lambda conn: conn.hincrby(STARTS, key, 1))
+    time.sleep(seconds)
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))

@@ -20,10 +20,8 @@ def _nothing_written(cluster) -> bool:
 
 
 @pytest.mark.parametrize("enqueue", [
-    lambda: cluster_jobs.record.set(unique_for=60).delay("unique"),
-    lambda: cluster_jobs.record.set(ignore_result=False).delay("with a result"),
     lambda: limiter_jobs.concurrent_job.delay("limited", 0),
-], ids=["unique", "result", "limiter"])
+], ids=["limiter"])
 def test_a_push_asking_for_a_feature_a_cluster_cannot_run_is_refused_before_anything_is_written(on_cluster,
                                                                                               enqueue):
     with pytest.raises(djwork.ClusterUnsupported, match="Redis Cluster"):
@@ -44,16 +42,21 @@ def test_a_revoke_is_refused_at_the_call(on_cluster):
     assert _nothing_written(on_cluster)
 
 
-def test_a_plain_push_is_not_refused(on_cluster):
+def test_a_plain_push_and_one_storing_its_result_or_unique_are_not_refused(on_cluster):
     assert cluster_jobs.record.delay("plain").enqueued
+    assert cluster_jobs.record.set(ignore_result=False).delay("with a result").enqueued
+    assert cluster_jobs.record.set(unique_for=60).delay("unique").enqueued
 
 
-@pytest.mark.parametrize("extra", [{"RESULTS": True},
-                                   {"PERIODIC": [{"id": "nightly", "job": "tests.cluster_jobs.noop",
-                                                  "schedule": "0 3 * * *"}]}], ids=["results", "periodic"])
-def test_a_worker_configured_with_what_a_cluster_cannot_run_refuses_to_start(on_cluster, extra):
-    with override_settings(DJWORK={**settings.DJWORK, **extra}), pytest.raises(djwork.ClusterUnsupported,
-                                                                               match=next(iter(extra))):
+def test_a_worker_storing_every_result_starts_on_a_cluster(on_cluster):
+    with override_settings(DJWORK={**settings.DJWORK, "RESULTS": True}):
+        assert mode.mode_for(get_config()) is mode.CLUSTER
+
+
+def test_a_worker_configured_with_what_a_cluster_cannot_run_refuses_to_start(on_cluster):
+    entry = {"name": "nightly", "job": "tests.cluster_jobs.noop", "cron": "0 3 * * *", "overlap": False}
+    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [entry]}), pytest.raises(
+            djwork.ClusterUnsupported, match="nightly"):
         mode.mode_for(get_config())
 
 

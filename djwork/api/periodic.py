@@ -35,7 +35,7 @@ from djwork.periodic import claim as claims
 from djwork.periodic.entries import Entry, EntryError, configured, parse_entry
 from djwork.periodic.locks import RELEASE_SCRIPT
 from djwork.periodic.schedule import from_ms
-from djwork.redis import keys, scripts
+from djwork.redis import key_layout, keys, scripts
 from djwork.redis.cluster import pipeline_with_time
 from djwork.settings.conf import Config, get_config
 
@@ -194,9 +194,10 @@ class Periodic:
               runs: int) -> list[PeriodicEntry]:
         def read(conn: Any) -> list[Any]:
             pipe = pipeline_with_time(conn)  # TIME first (a cluster asks one primary)
+            layout = key_layout.layout_of(conn)  # a cluster keeps the history in its state's slot
             for entry_id in ids:
                 pipe.hgetall(keys.periodic_state(entry_id))
-                pipe.lrange(keys.periodic_history(entry_id), 0, max(0, runs - 1))
+                pipe.lrange(layout.periodic_history(entry_id), 0, max(0, runs - 1))
                 pipe.get(keys.periodic_lock(entry_id))
             return pipe.execute(raise_on_error=False)
 

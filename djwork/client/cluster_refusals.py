@@ -1,10 +1,10 @@
 """What a push on a Redis Cluster refuses at once, instead of a CROSSSLOT later (docs/cluster.md, Refused).
 
-A batch, a unique lock, a stored result and a limiter are written or held by scripts that span slots
-(the batch's keys and the queue's, the lock's and the queue's, the result's and the in-progress list's,
-a limiter's registry and its keys); until their split steps are built, a push that would need one
-raises ``ClusterUnsupported`` at the call, naming the feature, before anything is written. On one
-server the push hook takes part in no step, and a job without limits never asks.
+A batch and a limiter are written or held by scripts that span slots (the batch's keys and the
+queue's, a limiter's registry and its keys); until their split
+steps are built, a push that would need one raises ``ClusterUnsupported`` at the call, naming the
+feature, before anything is written. On one server the push hook takes part in no step, and a job
+without limits never asks.
 """
 
 from __future__ import annotations
@@ -13,15 +13,11 @@ from typing import Any
 
 from djwork.client.push_hooks import PushHook
 from djwork.exceptions import ClusterUnsupported
-from djwork.job_locks import FIELD as LOCKS_FIELD
 from djwork.redis.cluster import is_cluster
-from djwork.results.record import PAYLOAD_FIELD as RESULT_FIELD
 from djwork.settings.conf import get_config
-from djwork.unique import FOR_FIELD as UNIQUE_FIELD
 
 # payload field -> the feature that field asks for
-REFUSED_FIELDS = {"bid": "a batch (or a canvas built on batches)", UNIQUE_FIELD: "a unique job",
-                  LOCKS_FIELD: "a job bound to locks", RESULT_FIELD: "a stored result (ignore_result=False, RESULTS)"}
+REFUSED_FIELDS = {"bid": "a batch (or a canvas built on batches)"}
 
 
 class RefuseOnCluster(PushHook):

@@ -44,7 +44,7 @@ FEATURES: tuple[str, ...] = (
     "djwork.signals.PublishSignals",  # Celery's before_task_publish / after_task_publish
     "djwork.batches.collect.CollectInBatch",  # inside `with batch.jobs():` kept, written with the batch
     "djwork.testing.push_intercept.DivertInTests",  # djwork.testing modes, ALWAYS_EAGER: collected or run, not written
-    "djwork.unique.UniquePush",  # a unique job: its lock's SET NX and the push in one Lua step
+    "djwork.unique.UniquePush",  # a unique job: its lock's SET NX and the push (one Lua step; two on a cluster)
     "djwork.client.cluster_refusals.RefuseOnCluster",  # on a Redis Cluster: features it cannot run yet, refused
 )
 

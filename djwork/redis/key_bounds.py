@@ -118,6 +118,10 @@ BOUNDS: tuple[KeyBound, ...] = (
              "deleted when a fetch drops the copy"),
     KeyBound("djwork:pushed:{queue:<name>}", JOB, cap="entries older than an hour dropped at each push_once"),
     KeyBound("djwork:dead-bytes:{dead}", FIXED),
+    KeyBound("djwork:result-notify:{djwork:result:<id>}", JOB, ttl="60 s"),
+    KeyBound("djwork:periodic:history:{djwork:periodic:state:<id>}", JOB, cap="the entry's last 100 runs and skips"),
+    KeyBound("djwork:result-waiter:{djwork:result:<id>}", JOB, ttl="60 s, renewed by each waiter",
+             cap="its field is deleted when the result is written"),
     KeyBound("djwork:history", JOB, cap="HISTORY_MAX_LENGTH runs (10,000)"),
     KeyBound("djwork:result:<id>", JOB, ttl="RESULT_TTL (24 h)"),
     KeyBound("djwork:iteration:<jid>", JOB, ttl="ITERABLE_STATE_TTL (30 days), deleted when the iteration "

@@ -1,4 +1,4 @@
-"""The per-queue companion keys of each mode: one server's names, or a Redis Cluster's hash-tagged ones.
+"""The per-queue and per-job companion keys of each mode: one server's names, or a Redis Cluster's hash-tagged ones.
 
 Every name is spelled in djwork/redis/keys.py; this module only chooses between its two layouts, once,
 by the mode (docs/cluster.md, Keys), so no caller tests the mode to name a key.
@@ -37,6 +37,16 @@ class Layout:
 
     def finished_late(self, queue_name: str) -> str:
         return keys.cluster_finished_late(queue_name) if self.cluster else keys.FINISHED_LATE
+
+    def result_notify(self, jid: str) -> str:
+        return keys.cluster_result_notify(jid) if self.cluster else keys.result_notify(jid)
+
+    def result_waiters(self, jid: str) -> str:
+        """One server keeps every waiter in one hash; a cluster one per job, in its record's slot."""
+        return keys.cluster_result_waiters(jid) if self.cluster else keys.RESULT_WAITERS
+
+    def periodic_history(self, entry_id: str) -> str:
+        return keys.cluster_periodic_history(entry_id) if self.cluster else keys.periodic_history(entry_id)
 
     @property
     def dead_bytes(self) -> str:

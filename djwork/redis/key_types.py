@@ -62,6 +62,7 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.stat_failed_day(""), "string"),
     (keys.RESULT_PREFIX, "hash"),
     (keys.RESULT_NOTIFY_PREFIX, "list"),
+    (keys.RESULT_WAITER_PREFIX, "hash"),
     (keys.ISOLATED_PREFIX, "list"),
     # Limiters' keys (a limiter's state key is a HASH or a ZSET by kind, so it is not placed).
     (keys.LIMITER_PREFIX, "hash"),

@@ -1,10 +1,9 @@
 """Every Redis key djwork reads or writes, with its type, in one place.
 
-Sidekiq 7's layout (docs/wire.md, Keys) for everything Sidekiq defines;
-Sidekiq Pro's and Enterprise's own names for the features they define (so
-their tools and ours read the same keys); a ``djwork:`` prefix for the rest.
-No module builds a key string itself: a later Redis Cluster mode (hash-tagged
-keys) must be a change to this file alone. docs/keys.md mirrors this table.
+Sidekiq 7's layout (docs/wire.md, Keys) for everything Sidekiq defines; Sidekiq Pro's and Enterprise's
+own names for the features they define (so their tools and ours read the same keys); a ``djwork:`` prefix
+for the rest; a Redis Cluster's hash-tagged companions at the end. No module builds a key string itself.
+docs/keys.md mirrors this table.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting 
 # HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);
 # EXPIRE 60 s, renewed by every waiter, so the fields of waiters gone away do not stay.
 RESULT_WAITERS = "djwork:result-waiters"
+RESULT_WAITER_PREFIX = "djwork:result-waiter:"  # + {djwork:result:<jid>}: a cluster's RESULT_WAITERS, one per job
 # ZSET jid -> epoch seconds until which the revoke holds; the key's EXPIRE is RESULT_TTL from the last revoke.
 REVOKED = "djwork:revoked"
 
@@ -98,40 +98,29 @@ IN_PROGRESS_PREFIX = "djwork:inprogress:"
 
 
 def in_progress(identity: str, queue_name: str) -> str:
-    """LIST ``djwork:inprogress:<identity>:<queue>``: jobs this process fetched and has not acked.
-
-    One per (process, queue) so recovery knows each job's origin queue
-    without parsing payloads, and every key a script touches can be passed
-    in KEYS.
-    """
+    """LIST ``djwork:inprogress:<identity>|<queue>``: jobs this process fetched and has not acked; one per
+    (process, queue), so recovery knows each job's queue and a script gets every key it touches in KEYS."""
     return f"{IN_PROGRESS_PREFIX}{identity}|{queue_name}"
 
 
 def parse_in_progress(key: str) -> tuple[str, str] | None:
-    """``djwork:inprogress:<identity>|<queue>`` (or a cluster's ``...|{queue:<queue>}``) -> (identity, queue).
-
-    None if not one.
-    """
-    if not key.startswith(IN_PROGRESS_PREFIX):
-        return None
+    """``djwork:inprogress:<identity>|<queue>`` (a cluster's ``...|{queue:<queue>}``) -> (identity, queue) or None."""
     identity, sep, queue_name = key[len(IN_PROGRESS_PREFIX):].rpartition("|")
     tagged = f"{{{QUEUE_PREFIX}"
     if queue_name.startswith(tagged) and queue_name.endswith("}"):
         queue_name = queue_name[len(tagged):-1]
-    if not sep or not identity or not queue_name:
+    if not key.startswith(IN_PROGRESS_PREFIX) or not sep or not identity or not queue_name:
         return None
     return identity, queue_name
 
 
 def iteration(jid: str) -> str:
-    """STRING ``djwork:iteration:<jid>``: an iterable job's saved cursor, items done, checkpoints and
-    segments (JSON, docs/iterable.md); TTL ITERABLE_STATE_TTL, deleted when its iteration completes."""
+    """STRING ``djwork:iteration:<jid>``: an iterable job's saved state (JSON, docs/iterable.md)."""
     return f"{ITERATION_PREFIX}{jid}"
 
 
 def result(result_id: str) -> str:
-    """HASH ``djwork:result:<id>``: a job's result record (Django Tasks' status, times, args, errors...;
-    Celery's state, result, traceback, date_done; docs/celery.md)."""
+    """HASH ``djwork:result:<id>``: a job's result record (Django Tasks' and Celery's fields; docs/celery.md)."""
     return f"{RESULT_PREFIX}{result_id}"
 
 
@@ -208,8 +197,7 @@ def limiter_wake(name: str, token: str) -> str:
 
 
 # --- periodic jobs (docs/periodic.md); the leader is dear-leader above ---------------
-# Per-entry keys put the entry id last, after a prefix; ids have no ':' (djwork/periodic/entries.py),
-# so no id's keys can collide with another's.
+# Per-entry keys put the entry id last, after a prefix; ids have no ':', so no id's keys collide.
 PERIODIC_ENTRIES = "djwork:periodic:entries"  # HASH entry id -> JSON definition the leader last ran, + "seen" ms
 PERIODIC_SYNCED_FIELD = ":synced"  # its field of the last write (ms); no entry id has a ':'
 PERIODIC_STATE_PREFIX = "djwork:periodic:state:"  # HASH per entry: last (watermark), paused, counters, last run
@@ -226,6 +214,11 @@ def periodic_state(entry_id: str) -> str:
 def periodic_history(entry_id: str) -> str:
     """LIST ``djwork:periodic:history:<id>``: the entry's recent runs and skipped slots, capped."""
     return f"{PERIODIC_HISTORY_PREFIX}{entry_id}"
+
+
+def cluster_periodic_history(entry_id: str) -> str:
+    """LIST ``djwork:periodic:history:{djwork:periodic:state:<id>}``: the history in its state's slot (cluster)."""
+    return f"{PERIODIC_HISTORY_PREFIX}{{{PERIODIC_STATE_PREFIX}{entry_id}}}"
 
 
 def periodic_lock(entry_id: str) -> str:
@@ -388,11 +381,19 @@ PUSHED_HORIZON = 3600  # seconds a push_once remembers a jid: longer than any mo
 
 
 def pushed(queue_name: str) -> str:
-    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when it pushed onto the queue (lua/push_once.lua), trimmed by age.
-
-    What makes the first half of a cluster's two-step move (push, then remove) safe to repeat.
-    """
+    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when it pushed onto the queue (lua/push_once.lua), trimmed
+    by age: what makes the first half of a cluster's two-step move (push, then remove) safe to repeat."""
     return f"{PUSHED_PREFIX}{{{QUEUE_PREFIX}{queue_name}}}"
 
 
 CLUSTER_DEAD_BYTES = "djwork:dead-bytes:{dead}"  # DEAD_BYTES in the slot of `dead`, trimmed in the same step
+
+
+def cluster_result_notify(result_id: str) -> str:
+    """LIST ``djwork:result-notify:{djwork:result:<id>}``: ``result_notify`` in the record's slot."""
+    return f"{RESULT_NOTIFY_PREFIX}{{{RESULT_PREFIX}{result_id}}}"
+
+
+def cluster_result_waiters(result_id: str) -> str:
+    """HASH ``djwork:result-waiter:{djwork:result:<id>}``: one job's ``RESULT_WAITERS``, in its record's slot."""
+    return f"{RESULT_WAITER_PREFIX}{{{RESULT_PREFIX}{result_id}}}"

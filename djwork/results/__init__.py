@@ -18,7 +18,9 @@ exists: nothing per job when nobody waits). The BLPOP lasts at most
 ``interval`` seconds (and at most FETCH_TIMEOUT: it runs on the pool whose
 reply timeout allows a blocking call that long, as the worker's takers do), so
 a waiter whose wake-up another waiter took still re-reads the state that often
-(two or three round trips per ``interval`` at most, none in between).
+(two or three round trips per ``interval`` at most, none in between). On a Redis Cluster the waiter
+and the notify list are one job's own, in its record's slot (``djwork:result-waiter:{djwork:result:<jid>}``,
+docs/cluster.md), so the MULTI and the write that wakes it each stay in one slot.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from typing import Any
 import orjson
 
 from djwork import redis as redis_layer
-from djwork.redis import keys
+from djwork.redis import key_layout, keys
+from djwork.redis.cluster import is_cluster
 from djwork.results import eager_records as eager_results
 from djwork.results import record as record_fields
 from djwork.settings.conf import get_config
@@ -205,13 +208,14 @@ class ResultMethods:
         ResultsOff at once for a call sent with results off (``RESULTS``, ``ignore_result``)."""
         jid = self._stored_jid()
         deadline = None if timeout is None else time.monotonic() + timeout
-        result_key, notify_key = keys.result(jid), keys.result_notify(jid)
+        layout = key_layout.layout(is_cluster(get_config()))
+        result_key, notify_key, waiters_key = keys.result(jid), layout.result_notify(jid), layout.result_waiters(jid)
         interval = max(0.01, float(interval))
         while True:
             # A plain read first: a ready result (the common case after a wake-up) leaves no registration.
             record = _read(jid)
             if record_fields.state_of(record) not in record_fields.READY_STATES:
-                record = _register_and_read(jid, result_key, notify_key)
+                record = _register_and_read(jid, result_key, notify_key, waiters_key)
             if record_fields.state_of(record) in record_fields.READY_STATES:
                 return _value(record, propagate)
             remaining = None if deadline is None else deadline - time.monotonic()
@@ -227,7 +231,8 @@ class ResultMethods:
         """Delete the result record (the job itself is not touched)."""
         jid = self._jid()
         eager_results.forget(jid)
-        redis_layer.run(lambda conn: conn.delete(keys.result(jid), keys.result_notify(jid)), idempotent=True)
+        notify_key = key_layout.layout(is_cluster(get_config())).result_notify(jid)
+        redis_layer.run(lambda conn: conn.delete(keys.result(jid), notify_key), idempotent=True)
 
     def revoke(self, terminate: bool = False, signal: Any = None) -> bool:
         """``djwork.revoke(self.id)``: True when the job was found and removed before it ran."""
@@ -242,12 +247,12 @@ class ResultMethods:
         return (self.id, parent.as_tuple() if parent is not None else None), None
 
 
-def _register_and_read(jid: str, result_key: str, notify_key: str) -> dict[str, str]:
+def _register_and_read(jid: str, result_key: str, notify_key: str, waiters_key: str) -> dict[str, str]:
     """Register as a waiter and read the record, in one MULTI: a result stored after this finds us and wakes us."""
     def run(conn: Any) -> Any:
         pipe = conn.pipeline(transaction=True)
-        pipe.hset(keys.RESULT_WAITERS, jid, notify_key)  # the writer pushes the list named here
-        pipe.expire(keys.RESULT_WAITERS, WAITERS_TTL)  # a waiter gone away leaves nothing for long
+        pipe.hset(waiters_key, jid, notify_key)  # the writer pushes the list named here
+        pipe.expire(waiters_key, WAITERS_TTL)  # a waiter gone away leaves nothing for long
         pipe.hgetall(result_key)
         return pipe.execute()[-1]
 

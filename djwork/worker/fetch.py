@@ -284,11 +284,7 @@ class Fetcher:
 
     def store_results(self, acks: Sequence[Ack]) -> None:
         """Write the results of acks no fetch will carry (the shutdown requeue drops them), in one step."""
-        args = [arg for ack in acks if ack.result and ack.jid for arg in (ack.jid, *ack.result_args())]
-        if args:
-            # Idempotent: the write is a HSET of the same fields (a REVOKED record stays either way).
-            redis_layer.run(lambda conn: scripts.evaluate(conn, "store_results", [keys.REVOKED, keys.RESULT_WAITERS],
-                                                          args), idempotent=True)
+        store_results([(ack.jid, ack.result) for ack in acks if ack.result and ack.jid])
 
     def take_isolated(self, queue_index: int) -> StoredPayload | None:
         """An idle taker's look at its queue's isolated list; None when not due or empty.
@@ -387,3 +383,13 @@ class Fetcher:
 
 def _text(value: Any) -> str:
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+def store_results(records: Sequence[tuple[str, str]]) -> None:
+    """Write each (jid, result spec) in one ``store_results.lua`` step (one server; a cluster's is
+    djwork/worker/cluster/results.py)."""
+    args = [arg for jid, spec in records if jid and spec for arg in (jid, keys.result(jid), spec)]
+    if args:
+        # Idempotent: the write is a HSET of the same fields (a REVOKED record stays either way).
+        redis_layer.run(lambda conn: scripts.evaluate(conn, "store_results", [keys.REVOKED, keys.RESULT_WAITERS],
+                                                      args), idempotent=True)

@@ -46,7 +46,7 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
     """Every hook a worker process's runs may see; a hook whose feature is off is left out here."""
     middleware = resolve_all(config.server_middleware)
     hooks: list[Any] = [
-        LockTies(),
+        LockTies(config),
         Expiry(config, identity),
         BatchRun(config),
         TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,

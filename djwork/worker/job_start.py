@@ -5,7 +5,8 @@ the job starts (no step a worker already makes carries it), so only jobs
 that ask for it pay it, with ``track_started=True`` on the job or the
 TRACK_STARTED setting. A job that stores no result (``ignore_result``, or
 pushed without ``djwork_result``) writes nothing. The write goes through
-lua/store_results.lua, so it follows the results' rules: it lives RESULT_TTL
+the mode's result write (lua/store_results.lua; on a cluster
+lua/store_result.lua), so it follows the results' rules: it lives RESULT_TTL
 seconds, a REVOKED record stays REVOKED, and a waiting ``get()`` is woken
 (it finds the job not ready and waits again). The job's end (its ack, or
 fail.lua) writes its final state over it.
@@ -15,13 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from djwork import redis as redis_layer
-from djwork.redis import keys, scripts
 from djwork.results import record as result_record
+from djwork.worker import fetch, mode
 from djwork.worker.run_hooks import JobRun, RunHook
 
 if TYPE_CHECKING:
@@ -44,15 +45,17 @@ def started_spec(identity: str, config: Config) -> str:
     return result_record.spec(result_record.STARTED, meta, config.result_ttl)
 
 
-def mark_started(jid: str, identity: str, config: Config) -> None:
-    """Write STARTED into ``jid``'s result record now; a failed write is logged, and the job runs anyway."""
+def mark_started(jid: str, identity: str, config: Config,
+                 store: Callable[[Sequence[tuple[str, str]]], None] = fetch.store_results) -> None:
+    """Write STARTED into ``jid``'s result record now; a failed write is logged, and the job runs anyway.
+
+    ``store`` is the mode's result write (djwork/worker/mode.py): one server's by default.
+    """
     if not jid:
         return
-    arguments = [jid, keys.result(jid), started_spec(identity, config)]
     try:
         # Replay-safe: it completes before the body runs, so no replay can land after the job's end.
-        redis_layer.run(lambda conn: scripts.evaluate(conn, "store_results", [keys.REVOKED, keys.RESULT_WAITERS],
-                                                      arguments), idempotent=True)
+        store([(jid, started_spec(identity, config))])
     except Exception as error:
         logger.warning("djwork: recording STARTED for job %s failed (it runs anyway): %s", jid, error,
                        extra={"jid": jid})
@@ -66,6 +69,7 @@ class TrackStarted(RunHook):
     def __init__(self, config: Config, identity: str) -> None:
         self.config = config
         self.identity = identity
+        self.store = mode.mode_for(config).store_results  # the mode, chosen once
 
     def joins(self, target: Any, config: Config) -> bool | tuple[str, ...]:
         flag = getattr(target, "track_started", False)  # a Django task has none: its backend writes RUNNING
@@ -75,4 +79,4 @@ class TrackStarted(RunHook):
 
     def before(self, run: JobRun) -> None:
         if result_record.wants_result(run.payload):
-            mark_started(run.jid, self.identity, self.config)
+            mark_started(run.jid, self.identity, self.config, self.store)

@@ -49,7 +49,6 @@ from djwork.worker.leader import Leader
 from djwork.worker.manager import Manager
 from djwork.worker.metrics import ExecutionMetrics
 from djwork.worker.mode import mode_for
-from djwork.worker.periodic import PeriodicTicker
 from djwork.worker.probes import WorkerProbes, health_server
 from djwork.worker.process import ProcessInfo, RunState, WorkState
 from djwork.worker.queue_samples import QueueSampler
@@ -123,7 +122,7 @@ class Launcher:
         self.key_guard = KeyGuard(config)
         # The leader lease, and the periodic entries the leader fires (docs/periodic.md).
         self.leader = Leader(config, self.identity)
-        self.periodic = PeriodicTicker(config, self.leader, self.identity)
+        self.periodic = mode.periodic_ticker(config, self.leader, self.identity)
         self.queue_sampler = QueueSampler(config, self.leader)  # leader-only queue samples (docs/metrics.md)
         for fetcher in fetchers:
             # A fetch that met a wrong-type key skips its queue; the guard moves the key aside.

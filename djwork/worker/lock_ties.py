@@ -13,6 +13,7 @@ from typing import Any
 
 from djwork import job_locks
 from djwork import redis as redis_layer
+from djwork.worker import mode
 from djwork.worker.run_hooks import JobRun, RunHook
 
 logger = logging.getLogger("djwork")
@@ -20,6 +21,9 @@ logger = logging.getLogger("djwork")
 
 class LockTies(RunHook):
     """Joins the runs whose payload names locks or a batch."""
+
+    def __init__(self, config: Any) -> None:
+        self.release = mode.mode_for(config).release_locks  # the mode's release, chosen once
 
     def joins(self, target: Any, config: Any) -> tuple[str, ...]:
         return (job_locks.FIELD, "bid")
@@ -32,7 +36,7 @@ class LockTies(RunHook):
         run.unit.locks = job_locks.encode(locks)
         if payload.get("unique_until") == "start":
             try:
-                redis_layer.run(lambda conn: job_locks.release(conn, locks, jid), idempotent=True)
+                redis_layer.run(lambda conn: self.release(conn, locks, jid), idempotent=True)
                 run.unit.locks = job_locks.encode([tie for tie in locks if job_locks.is_batch(tie)])
             except Exception as error:  # kept for the ack to release: later, never lost
                 logger.warning("djwork: releasing the locks of job %s at its start failed: %s", jid, error)

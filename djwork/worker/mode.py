@@ -7,18 +7,21 @@ again: no component tests the mode at run time.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from djwork import dead
+from djwork import dead, job_locks
 from djwork.redis.cluster import is_cluster
 from djwork.settings.conf import Config
-from djwork.worker.cluster import filing, refusals
+from djwork.worker import fetch
+from djwork.worker.cluster import filing, locks, refusals, results
 from djwork.worker.cluster.fetch import ClusterFetcher
+from djwork.worker.cluster.periodic import ClusterPeriodicTicker
 from djwork.worker.cluster.promotion import ClusterScheduledPoller
 from djwork.worker.cluster.recovery import ClusterReaper
 from djwork.worker.fetch import Fetcher
+from djwork.worker.periodic import PeriodicTicker
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
 
@@ -32,10 +35,15 @@ class WorkerMode:
     reaper: Callable[..., Reaper]
     poller: Callable[..., ScheduledPoller]
     file_failure: Callable[..., Any]  # dead.file_failure's arguments -> an object with evaluate(conn)
+    store_results: Callable[[Sequence[tuple[str, str]]], None]  # (jid, result spec) written outside an ack
+    release_locks: Callable[[Any, list[str], str], int]  # (conn, lock keys, owner jid) -> released: job_locks.release
+    periodic_ticker: Callable[..., PeriodicTicker]
 
 
-SINGLE_SERVER = WorkerMode(False, Fetcher, Reaper, ScheduledPoller, dead.file_failure)
-CLUSTER = WorkerMode(True, ClusterFetcher, ClusterReaper, ClusterScheduledPoller, filing.file_failure)
+SINGLE_SERVER = WorkerMode(False, Fetcher, Reaper, ScheduledPoller, dead.file_failure, fetch.store_results,
+                           job_locks.release, PeriodicTicker)
+CLUSTER = WorkerMode(True, ClusterFetcher, ClusterReaper, ClusterScheduledPoller, filing.file_failure,
+                     results.store_results, locks.release, ClusterPeriodicTicker)
 
 
 def mode_for(config: Config) -> WorkerMode:

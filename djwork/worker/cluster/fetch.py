@@ -23,6 +23,7 @@ where the check is in the step).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ from djwork.payload import stored_payload
 from djwork.redis import key_layout, keys, scripts
 from djwork.redis.cluster_exchange import receive_by_node, send_by_node
 from djwork.settings.conf import Capsule
+from djwork.worker.cluster import locks, results
 from djwork.worker.cluster.taker import ClusterQueueTaker
 from djwork.worker.fetch import Ack, Fetcher, SentFetch, UnitOfWork, logger
 from djwork.worker.isolation import IsolationGate
@@ -75,6 +77,9 @@ class ClusterFetcher(Fetcher):
                 lambda conn: conn.smembers(keys.PAUSED), idempotent=True, purpose="fetch")}
             self.paused_unknown = False
         order = [index for index in self.order() if self.queue_names[index - 1] not in self.paused]
+        # The acks' results are written before the round that LREMs their jobs: a crash between leaves a job
+        # with its record and still in progress, to run again (never acked with no record).
+        self.store_results(acks)
         isolated_allowed = self.isolation.reserve() if self.reliable and limit > 0 else 0
         acked: dict[int, list[Any]] = {}
         for ack in acks:
@@ -136,6 +141,8 @@ class ClusterFetcher(Fetcher):
             self.isolation.settle(sent.isolated_allowed, 0)
             raise
         self.isolation.settle(sent.isolated_allowed, sum(unit.isolated for unit in work))
+        # The acks' LREMs have their replies: now their locks, one call per lock (each its own slot).
+        locks.release_ended([(ack.jid, ack.locks) for ack in sent.acks if ack.locks])
         return work
 
     def _call(self, index: int, limit: int, isolated_allowed: int, raws: list[Any]) -> tuple[Any, ...]:
@@ -203,6 +210,21 @@ class ClusterFetcher(Fetcher):
         return [UnitOfWork(queue=self.queue_names[index - 1], queue_index=index, raw=stored_payload(raw),
                            in_progress_key=in_progress, isolated=position == 0 and bool(isolated_taken))
                 for position, raw in enumerate(payloads)]
+
+    def store_results(self, acks: Sequence[Ack]) -> None:
+        """One single-slot write per job's result (djwork/worker/cluster/results.py), not one step for all."""
+        results.store_results([(ack.jid, ack.result) for ack in acks if ack.result and ack.jid])
+
+    def settle_late(self, unit: UnitOfWork) -> str:
+        """``Fetcher.settle_late`` without the locks in its step (they are in other slots), released after it."""
+        held, unit.locks = unit.locks, ""
+        try:
+            outcome = super().settle_late(unit)
+        finally:
+            unit.locks = held
+        if outcome in ("removed", "acked"):  # "marked": the locks stay with the copy left, and expire by TTL
+            locks.release_ended([(unit.ack_jid or "", held)])
+        return outcome
 
     def drop_if_revoked(self, queue_index: int, raw: Any) -> bool:
         """Revoke is refused on a cluster (djwork/worker/cluster/refusals.py): no taken job is revoked."""

@@ -8,30 +8,32 @@ anyway), and its entry in `retry` is then a second try of the same jid. Never lo
 list before it is somewhere else. Each step repeats harmlessly (a ZADD of the same member, an LREM of
 what is gone), so the whole filing runs under the replay policy as ``idempotent``, as on one server.
 
-The ties a filing ends on one server (locks, a batch, a result record, the revoked check) belong to
-features a cluster refuses at the push (djwork/client/cluster_refusals.py); a payload that carries
-them anyway is filed without them, with a warning.
+A job that stores a result has it written first, in the record's slot
+(djwork/worker/cluster/results.py): a crash after it leaves the record written and the job still in
+progress, to run again and rewrite it. A filing that ends the job (dead, drop) releases its locks last,
+one owner-checked call per lock (djwork/worker/cluster/locks.py): a crash before leaves them to expire
+by their TTL; a retry keeps them, as on one server. A batch and the revoked check are refused on a
+cluster (djwork/client/cluster_refusals.py); a payload naming a batch anyway is filed without it.
 """
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
-from djwork import dead
+from djwork import dead, job_locks
 from djwork.payload import dumps
 from djwork.redis import keys, scripts
 from djwork.settings.conf import Config
-
-logger = logging.getLogger("djwork.worker")
+from djwork.worker.cluster import locks as cluster_locks
+from djwork.worker.cluster.results import store_on
 
 
 class FilingSteps:
     """The two steps of one filing, run in order by ``evaluate(conn)`` (the interface of ``dead.ScriptCall``)."""
 
     def __init__(self, target_key: str | None, entry: list[Any], source_key: str, orphan_counts: str,
-                 raw: Any, jid: str, from_in_progress: bool) -> None:
+                 raw: Any, jid: str, from_in_progress: bool, result_spec: str = "", locks: str = "") -> None:
         self.target_key = target_key
         self.entry = entry
         self.source_key = source_key
@@ -39,8 +41,12 @@ class FilingSteps:
         self.raw = raw
         self.jid = jid
         self.from_in_progress = from_in_progress
+        self.result_spec = result_spec
+        self.locks = locks  # encoded; released after the job left its list ('' for a retry, which keeps them)
 
     def evaluate(self, conn: Any) -> int:
+        if self.result_spec:
+            store_on(conn, [(self.jid, self.result_spec)])
         if self.target_key is not None:
             entry_keys = [self.target_key, keys.CLUSTER_DEAD_BYTES] if self.target_key == keys.DEAD else [
                 self.target_key]
@@ -49,6 +55,8 @@ class FilingSteps:
             scripts.evaluate(conn, "drop_copy", [self.source_key, self.orphan_counts], [self.raw, self.jid])
         elif self.jid:
             conn.hdel(self.orphan_counts, self.jid)
+        if self.locks:
+            cluster_locks.release(conn, self.locks.split(job_locks.SEPARATOR), self.jid)
         return 1
 
 
@@ -56,18 +64,17 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
                  score: float, jid: str = "", *, from_in_progress: bool = True, config: Config | None = None,
                  now: float | None = None, locks: str = "", result: tuple[str, str] = ("", "")) -> FilingSteps:
     """``dead.file_failure`` for a cluster: the same arguments, the filing in two single-slot steps."""
-    if locks or any(result):
-        # Refused at the push on a cluster; a payload that carries them anyway (written by something else)
-        # is still filed, never left in progress: its locks expire by their TTL, no result is written.
-        logger.warning("djwork: job %s carries locks or a result record, which a Redis Cluster does not "
-                       "support yet; filed without them (its locks expire by their TTL)", jid)
+    if target == "retry":
+        locks = ""  # a job waiting for its retry keeps its locks, as fail.lua decides on one server
+    result_spec = result[1] if result[0] and jid else ""
     parsed = keys.parse_in_progress(source_key)
     queue = parsed[1] if parsed else keys.queue_name(source_key)
     if target == "drop":
-        return FilingSteps(None, [], source_key, keys.cluster_orphan_counts(queue), raw, jid, from_in_progress)
+        return FilingSteps(None, [], source_key, keys.cluster_orphan_counts(queue), raw, jid, from_in_progress,
+                           result_spec, locks)
     stored = payload if isinstance(payload, str) else dumps(payload)
     moment = time.time() if now is None else now
     trim = dead.dead_trim(config, moment) if target == "dead" else ["0", "0", "0"]
     target_key = keys.RETRY if target == "retry" else keys.DEAD
     return FilingSteps(target_key, [stored, repr(float(score)), *trim], source_key,
-                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress)
+                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress, result_spec, locks)
