@@ -81,8 +81,10 @@ def test_a_chord_body_gets_every_result_in_order_and_a_death_runs_the_errback_in
     raw_redis.delete(keys.queue("default"))
     fail(raw_redis, dying, "dead")
     finish(raw_redis, ok, 2)
-    (pushed,) = queued(raw_redis)  # the errback, with the failed task's id (Celery's old style); never the body
-    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.errback_old", [dying["jid"]])
+    # The body's errback, never the body, once, with the body's id: Celery's chord_error_from_stack calls
+    # the body's errbacks with a request that names the body.
+    (pushed,) = queued(raw_redis)
+    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.errback_old", [broken.id])
     with pytest.raises(djwork.ChordError):  # no result record of the death here: the failure itself
         broken.get(timeout=1)
 

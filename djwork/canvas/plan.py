@@ -148,13 +148,16 @@ def takes_request(name: str) -> bool:
         kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for kind in kinds) > 1
 
 
-def add_errback(plan: Plan, errback: Signature) -> None:
+def add_errback(plan: Plan, errback: Signature, request_id: str | None = None) -> None:
     """``errback`` as the batch's death callback, called as Celery calls it: with the failed task's id
     first, or, for a function taking ``(request, exc, traceback)``, in a worker by the built-in job
-    that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``)."""
+    that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``).
+    ``request_id`` names another task instead (a chord's body, when its header failed: Celery's)."""
     if takes_request(errback.task):
-        errback = Signature(ERRBACK_CALLER, [dict(errback)], options={
-            key: value for key, value in errback.options.items() if key in ("queue",)})
+        errback = Signature(ERRBACK_CALLER, [dict(errback)], {"request_id": request_id} if request_id else None,
+                            options={key: value for key, value in errback.options.items() if key in ("queue",)})
+    elif request_id is not None:
+        errback = errback.clone([request_id], immutable=True)  # an immutable errback ignores the id (Celery's)
     _, head, spec = callback(errback, "died", None, plan.bid)
     plan.add_callback("death", head, spec)
 

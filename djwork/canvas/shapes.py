@@ -174,11 +174,16 @@ class group:
         return self
 
     def link(self, callback: Any) -> Any:
-        raise CanvasError("a callback after a whole group is a chord: chord(group)(callback), or group | callback")
+        """Celery's ``group.link``: ``callback``, made immutable, runs after the *first* member succeeds (it
+        can't be handed the other members' results; a callback after the whole group is a chord)."""
+        if not self.tasks:
+            raise CanvasError("an empty group has no member to link a callback to")
+        return self.tasks[0].link(as_signature(callback, "group link").clone(immutable=True))
 
-    def link_error(self, errback: Any) -> Any:
-        raise CanvasError("a group takes no errback of its own: set link_error on each member's signature, "
-                          "or use a chord and its on_error()")
+    def link_error(self, errback: Any) -> tuple[Any, ...]:
+        """Celery's ``group.link_error``: ``errback`` on every member, so it runs once per member that dies."""
+        errback = as_signature(errback, "group link_error")
+        return tuple(task.link_error(errback.clone()) for task in self.tasks)
 
 
 class chord:
@@ -195,11 +200,49 @@ class chord:
         unknown = set(options) - set(LINK_OPTIONS)
         if unknown:
             raise CanvasError(f"chord options are link and link_error only, not {sorted(unknown)}")
-        self.options.update({key: as_signature(value, f"chord {key}") for key, value in options.items()})
+        for key, value in options.items():
+            if value is None:
+                continue
+            if self.body is None:  # chord(header, link_error=...)(body): linked when the body comes
+                self.options[key] = as_signature(value, f"chord {key}")
+            else:
+                (self.link if key == "link" else self.link_error)(as_signature(value, f"chord {key}"))
         return self
 
+    @property
+    def tasks(self) -> list[Any]:
+        """The header's members (Celery's ``chord.tasks``): linking an errback to one links that member."""
+        return self.header
+
+    def link(self, callback: Any) -> Any:
+        """Celery's ``chord.link``: a callback of the body, run with the body's result."""
+        self._needs_body("link")
+        self.body.link(callback)
+        return callback
+
+    def link_error(self, errback: Any) -> Any:
+        """Celery's ``chord.link_error``: ``errback`` on the body (called, with the body's id, once when the
+        header fails: the body never runs), and on each chord nested in the header; with
+        ``CHORD_HEADER_ERRBACKS`` (Celery's ``task_allow_error_cb_on_chord_header``) on every header member too."""
+        from djwork.settings.conf import get_config
+
+        self._needs_body("link_error")
+        errback = as_signature(errback, "chord link_error")
+        for task in self.header:
+            if get_config().chord_header_errbacks:
+                task.link_error(errback.clone())
+            elif isinstance(task, chord):
+                task.link_error(errback)
+        self.body.link_error(errback)
+        return errback
+
+    def _needs_body(self, verb: str) -> None:
+        if self.body is None:
+            raise CanvasError(f"chord.{verb}(): give the chord its body first, chord(header, body)")
+
     def on_error(self, errback: Any) -> chord:
-        return self.set(link_error=errback)
+        self.link_error(errback)
+        return self
 
     def freeze(self) -> chord:
         """Reserve every header task's id and the body's now."""

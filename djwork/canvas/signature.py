@@ -84,6 +84,11 @@ class Signature(dict):
         return self["task"]
 
     @property
+    def name(self) -> str:
+        """The task's name, as a job's ``name`` (Celery's duck typing of a signature with its task)."""
+        return self["task"]
+
+    @property
     def args(self) -> list[Any]:
         return self["args"]
 

@@ -267,6 +267,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "For tests: run each job at enqueue, in the caller's thread, instead of writing it to Redis (Celery's"
         " `task_always_eager`); its exception propagates to the caller. docs/testing.md."),
     SettingSpec(
+        "CHORD_HEADER_ERRBACKS", False, flag, "djwork.E017",
+        "True makes chord.link_error() link every header member too.", "Jobs",
+        "`chord.link_error(errback)` links the errback to every header member too, so it runs once per header"
+        " task that dies, besides once for the body (Celery's `task_allow_error_cb_on_chord_header`). Off: on"
+        " the body only (called once, with the body's id, when the header fails) and chords nested in the"
+        " header. Read when `link_error()` is called. `True` or `False`. docs/canvas.md, Errbacks."),
+    SettingSpec(
         "LIMITER_MAX_RESCHEDULES", 20, count_or_zero, "djwork.E024",
         "times a job over a rate limit goes back to wait before it takes the retry path, e.g. 20", "Jobs",
         "Times a job whose limiter refused it (`limiter.OverLimit`) is rescheduled, without touching its retry"
