@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from djwork.batches.run_hook import BatchRun
 from djwork.canvas.replace_run import ReplacedRuns
 from djwork.iterable.run_hook import IterableRun
-from djwork.jobs.task_events import CeleryEvents
+from djwork.jobs.task_events import CeleryEvents, TaskReceived
 from djwork.middleware import resolve_all
 from djwork.periodic.run_hook import PeriodicLockRetake
 from djwork.worker.expiry import Expiry
@@ -47,6 +47,7 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
     middleware = resolve_all(config.server_middleware)
     hooks: list[Any] = [
         LockTies(),
+        TaskReceived(identity),
         Expiry(config, identity),
         BatchRun(config),
         TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,
