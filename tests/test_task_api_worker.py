@@ -113,7 +113,8 @@ def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):
         return [row for row in events(raw_redis) if jid in (row.get("task_id"), row.get("request_id"))]
 
     assert [row["kind"] for row in of(ok.id)] == [
-        "task_received", "task_prerun", "before_start", "body", "on_success", "task_success", "after_return", "task_postrun"]
+        "task_received", "task_prerun", "before_start", "body", "on_success", "task_success", "after_return",
+        "task_postrun"]
     body = events(raw_redis, kind="body", request_id=ok.id)[0]
     assert (body["is_instance"], body["hostname"], body["routing_key"], body["task"]) == (
         True, identity, "default", "tests.task_api_jobs.hooked")
@@ -132,7 +133,8 @@ def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):
 
     # ValueError is not in the class's autoretry_for: a failure at once, to dead.
     assert [row["kind"] for row in of(failed.id)] == [
-        "task_received", "task_prerun", "before_start", "body", "on_failure", "task_failure", "after_return", "task_postrun"]
+        "task_received", "task_prerun", "before_start", "body", "on_failure", "task_failure", "after_return",
+        "task_postrun"]
     failure = events(raw_redis, kind="task_failure", task_id=failed.id)[0]
     assert (failure["exception"], failure["has_traceback"]) == ("ValueError('x')", True)
     on_failure = events(raw_redis, kind="on_failure", task_id=failed.id)[0]

@@ -36,7 +36,7 @@ def call_errback(task_id: str, errback: dict[str, Any], request_id: str | None =
     in the failed task's worker: the request names the failed job, ``exc`` and ``traceback`` are read back
     from its result record (a canvas's jobs keep one). Pushed once, by the Lua step that recorded the death.
     With ``request_id`` (a chord's body, whose header failed) the request names that task and ``exc`` is a
-    ``ChordError`` naming the failed one (no traceback), as Celery's chord_error_from_stack calls the body's errbacks."""
+    ``ChordError`` naming the failed one (no traceback): Celery's chord_error_from_stack calls a body's errbacks so."""
     from djwork.canvas.signature import ChordError, signature
     from djwork.jobs.task_class import Request
     from djwork.results import AsyncResult, JobError
