@@ -135,15 +135,14 @@ def callback(sig: Signature, shape: str, bid: str | None, of_bid: str,
 
 def takes_request(name: str) -> bool:
     """Whether an errback is Celery's new style, ``(request, exc, traceback)``: its function takes more than
-    one positional argument (Celery's own test); else it gets the failed task's id."""
+    one positional argument (Celery's own test); else it gets the failed task's id. A ``bind=True`` job is
+    always called the old way, as a task (Celery's too: so that it can ``self.retry()``)."""
     import inspect
 
     job = resolve_job(name)
-    if job is None:
+    if job is None or job.bind:
         return False
     kinds = [parameter.kind for parameter in inspect.signature(job.func).parameters.values()]
-    if job.bind:
-        kinds = kinds[1:]
     return inspect.Parameter.VAR_POSITIONAL in kinds or sum(
         kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for kind in kinds) > 1
 
