@@ -46,6 +46,8 @@ PROCESSES = 3
 MODULES = {
     "celery": "djwork",
     "celery.result": "djwork.results",
+    "celery.states": "djwork.results.states",
+    "celery.utils.log": "djwork.jobs.task_log",
 }
 
 # The conftest of the generated package: every fixture and helper Celery's own conftest gave.
