@@ -6,8 +6,8 @@ of a poison pill buried by orphan recovery. The worker-level tests are in tests/
 from __future__ import annotations
 
 import asyncio
-import logging
 import json
+import logging
 import time
 
 import pytest
@@ -169,5 +169,5 @@ def test_celerys_state_constants_and_task_logger_are_djworks():
     ref = result_jobs.add.delay(1, 2)
     assert djwork.AsyncResult(ref.id).state == djwork.states.PENDING
     assert djwork.states.SUCCESS == "SUCCESS" and djwork.states.FAILURE in djwork.states.PROPAGATE_STATES
-    assert djwork.states.READY_STATES == {"SUCCESS", "FAILURE", "REVOKED"}
+    assert {"SUCCESS", "FAILURE", "REVOKED"} == djwork.states.READY_STATES
     assert get_task_logger("tests.celery") is logging.getLogger("tests.celery")
