@@ -35,7 +35,7 @@ def _task(sig: Signature, first: Any) -> EagerResult:
         return result
     if result.state == SUCCESS:
         run(follow, result.result)
-    elif takes_request(follow.task):
+    elif not follow.immutable and takes_request(follow.task):
         # Celery calls a (request, exc, traceback) errback in the failed task's process, with its request.
         errback = resolve(follow.task)
         errback(Request(id=result.id, task=sig.task, args=args, kwargs=dict(sig.kwargs), is_eager=True),

@@ -152,7 +152,9 @@ def add_errback(plan: Plan, errback: Signature, request_id: str | None = None) -
     first, or, for a function taking ``(request, exc, traceback)``, in a worker by the built-in job
     that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``).
     ``request_id`` names another task instead (a chord's body, when its header failed: Celery's)."""
-    if takes_request(errback.task):
+    if errback.immutable:
+        pass  # its own arguments only, whatever its style: Celery's immutable signature ignores what it is given
+    elif takes_request(errback.task):
         errback = Signature(ERRBACK_CALLER, [dict(errback)], {"request_id": request_id} if request_id else None,
                             options={key: value for key, value in errback.options.items() if key in ("queue",)})
     elif request_id is not None:
