@@ -228,3 +228,20 @@ def test_chord_link_error_goes_on_the_body_and_header_errbacks_follow_the_settin
     linked = djwork.chord([cj.add.s(4, 4)], cj.tsum.s())
     linked.link(cj.record.s("after"))
     assert linked.body.options["link"] == cj.record.s("after")
+
+
+def test_a_chains_eta_or_countdown_delays_the_jobs_it_starts_with(raw_redis):
+    eta = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)
+    first = cj.add.s(1, 2)
+    djwork.chain(djwork.group(first, cj.add.s(3, 4)), cj.tsum.s()).apply_async(eta=eta)
+    djwork.chain(cj.add.s(5, 6), cj.tsum.s()).apply_async(countdown=60)
+    assert queued(raw_redis) == [] and "eta" not in first.options  # the caller's signature is unchanged
+    scheduled = [(json.loads(raw), score) for raw, score in raw_redis.zrange(keys.SCHEDULE, 0, -1, withscores=True)]
+    assert sorted(job["args"] for job, _ in scheduled) == [[1, 2], [3, 4], [5, 6]]
+    assert all(score >= eta.timestamp() - 1 for _, score in scheduled)
+
+
+def test_a_signatures_time_limits_ride_in_its_payload(raw_redis):
+    djwork.chord([cj.add.s(1, 2).set(soft_time_limit=1, time_limit=5)], cj.tsum.s()).apply_async()
+    (job,) = queued(raw_redis)
+    assert (job["soft_time_limit"], job["time_limit"]) == (1, 5)

@@ -16,6 +16,8 @@ from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature,
 from djwork.jobs.enqueue import JobRef
 from djwork.results.record import PAYLOAD_FIELD
 
+START_OPTIONS = ("eta", "countdown")  # a chain's or chord's own: they go to the jobs it starts with
+
 
 def _options(options: dict[str, Any], allowed: tuple[str, ...], where: str) -> dict[str, Any]:
     unknown = set(options) - set(allowed)
@@ -63,9 +65,14 @@ def apply_group(members: list[Any]) -> GroupRef:
 def apply_chain(node: Any, options: dict[str, Any]) -> ChainRef:
     """A chain, or a chord (the chain ``[group(header), body]``): one batch per step, nested ones below."""
     nodes, own = steps_of(node)
+    # Celery's chain.apply_async(eta=/countdown=): when the first jobs run; each later step still starts
+    # when the one before it ends.
+    when = {key: options.pop(key) for key in START_OPTIONS if options.get(key) is not None}
     options = {**own, **_options(options, LINK_OPTIONS, "chain")}
     compiler = Compiler()
     steps = compiler.chain(nodes, options, None)
+    for entry in steps[0].entries:
+        entry.sig.set(**when)  # its reserved copy (nest.unlinked): the caller's signature is not changed
     write(compiler.plans, push(steps[0].entries, compiler.root_id or steps[0].plan.bid))
     return ChainRef([step.plan.bid for step in steps],
                     [step.plan.jids[0] if step.kind == "one" else step.plan.bid for step in steps],
