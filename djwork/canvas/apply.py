@@ -33,7 +33,7 @@ def apply_signature(sig: Signature) -> JobRef:
 
         payload, at = payload_of(sig)
         return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
-                      ignored=not payload.get(PAYLOAD_FIELD))
+                      ignored=not payload.get(PAYLOAD_FIELD), ignore_result=_asks_no_result(sig))
     root = Plan(new_bid(), f"canvas: {sig.task} with links", value="one")
     links(root, sig.options)
     plain = unlinked(sig)
@@ -50,7 +50,13 @@ def apply_signature(sig: Signature) -> JobRef:
     finally:
         collect.close_block(token)
     write([root], [collector])
-    return JobRef(root.jids[0], ignored=not payload.get(PAYLOAD_FIELD))
+    return JobRef(root.jids[0], ignored=not payload.get(PAYLOAD_FIELD), ignore_result=_asks_no_result(sig))
+
+
+def _asks_no_result(sig: Signature) -> bool:
+    """``ignore_result=True`` asked by the signature or its job: its ref's ``get()`` is None (Celery's)."""
+    job = resolve_job(sig.task)
+    return job.asks_no_result(sig.options) if job is not None else sig.options.get("ignore_result") is True
 
 
 def apply_group(members: list[Any]) -> GroupRef:

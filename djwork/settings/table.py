@@ -314,7 +314,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 " outcome costs a write per job and about 250 bytes of Redis kept `RESULT_TTL`. A job's or a"
                 " call's `ignore_result=False` turns it on for that job (`True` off); decided at enqueue. Django"
                 " Tasks results, and the results a canvas passes between its steps, are kept whatever it says."
-                " `get()` or `state` of a job that stores nothing raises `djwork.ResultsOff`. `True` or `False`."
+                " `get()` or `state` of a job that stores nothing because of this setting raises `djwork.ResultsOff`"
+                " (one that asked, `ignore_result=True`: `get()` is `None`, as in Celery). `True` or `False`."
                 " docs/celery.md."),
     SettingSpec("TRACK_STARTED", False, flag, "djwork.E017",
                 "True records STARTED in a job's result record when a worker starts it.", "Jobs",
