@@ -1,4 +1,4 @@
-"""Celery's composite canvases: ``chain``, ``group``, ``chord`` (nested in any direction) and ``chunks``.
+"""Celery's composite canvases: ``chain``, ``group`` and ``chord`` (nested in any direction).
 
 They are plain descriptions, free of Redis: applying one hands it to djwork/canvas/plan.py (through
 ``signature.APPLY``), which compiles it into batches (djwork/canvas/nest.py). As in Celery, a chain, group
@@ -18,13 +18,11 @@ from djwork.canvas.signature import (
     COMPOSITE,
     LINK_OPTIONS,
     REBUILD,
-    XSTARMAP,
     CanvasError,
     Signature,
     apply,
     as_signature,
     is_task,
-    task_name,
 )
 
 
@@ -380,30 +378,6 @@ def _rebuild_group(value: dict[str, Any]) -> group:
 def _rebuild_chord(value: dict[str, Any]) -> chord:
     members = value["kwargs"]
     return chord(members["header"], members.get("body"), **dict(value.get("options") or {}))
-
-
-class chunks:
-    """``task.chunks(items, n)``: ``len(items)/n`` jobs, each calling the task on ``n`` argument tuples."""
-
-    def __init__(self, task: Any, items: Iterable[Any], n: int) -> None:
-        if not isinstance(n, int) or n < 1:
-            raise CanvasError(f"chunks: n must be a positive integer, got {n!r}")
-        self.task = task_name(task)
-        self.items = [list(item) for item in items]
-        self.n = n
-
-    def group(self) -> group:
-        return group(*(Signature(XSTARMAP, [self.task, self.items[start:start + self.n]])
-                       for start in range(0, len(self.items), self.n)))
-
-    def apply_async(self, **options: Any) -> Any:
-        return self.group().apply_async(**options)
-
-    def delay(self) -> Any:
-        return self.apply_async()
-
-    def __call__(self) -> Any:
-        return self.apply_async()
 
 
 APPLY["pipe"] = chain  # ``sig | other``: Signature can't import this module (it is imported by it)
