@@ -339,6 +339,34 @@ def test_chord_link_error_goes_on_the_body_and_header_errbacks_follow_the_settin
     assert linked.body.options["link"] == cj.record.s("after")
 
 
+def test_a_chords_errback_rides_on_its_body_through_json_and_waits_for_a_body_given_later(raw_redis):
+    # A chord is a Signature dict: its link_error is kept on its body, so a chord rebuilt from JSON (as a
+    # job returns one) still calls the body's errback once, with the body's id, when its header fails.
+    sent = djwork.chord([cj.add.s(1, 1), cj.dies.s(1)], cj.tsum.s()).on_error(cj.errback_old.s())
+    assert "link_error" not in sent.options
+    rebuilt = djwork.signature(json.loads(json.dumps(sent)))
+    ref = rebuilt.apply_async()
+    ok, dying = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, dying, "dead")
+    finish(raw_redis, ok, 2)
+    (pushed,) = queued(raw_redis)
+    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.errback_old", [ref.id])
+    # Given before the body (chord(header, link_error=...)(body)), it waits in the chord's options for it.
+    waiting = djwork.chord([cj.add.s(2, 2)], link_error=cj.errback_old.s())
+    assert waiting.options["link_error"] == cj.errback_old.s()
+    body = cj.tsum.s()
+    assert djwork.chord(waiting.header, body, **waiting.options).body.options["link_error"] == cj.errback_old.s()
+
+    def members():
+        raise AssertionError("a generator header is consumed by the send, not by link_error()")
+        yield
+
+    lazy = djwork.chord(members(), cj.tsum.s())
+    lazy.link_error(cj.errback_old.s())
+    assert lazy.lazy and lazy.body.options["link_error"] == cj.errback_old.s()
+
+
 def test_a_chains_eta_or_countdown_delays_the_jobs_it_starts_with(raw_redis):
     eta = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)
     first = cj.add.s(1, 2)
