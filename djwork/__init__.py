@@ -22,7 +22,7 @@ from djwork.jobs.task_class import Task
 from djwork.payload import ArgumentError
 from djwork.periodic.entries import periodic
 from djwork.redis.key_types import WrongTypeKey
-from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultsOff, ResultTimeout
+from djwork.results import AsyncResult, JobError, JobRevoked, ResultNotStored, ResultsOff, ResultTimeout, states
 from djwork.results.revoke import TerminateNotSupported, revoke, revoked
 
 __version__ = "0.1.0"
@@ -95,4 +95,5 @@ __all__ = [
     "send_task",
     "shared_task",
     "signature",
+    "states",
 ]

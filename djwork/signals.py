@@ -48,6 +48,7 @@ before_task_publish = Signal()
 after_task_publish = Signal()
 
 # Running a job in a worker or through task.apply() (sender: the job).
+task_received = Signal()  # request: a worker took the job, before its admission checks (expiry, revoke, ...)
 task_prerun = Signal()  # task_id, task, args, kwargs
 task_postrun = Signal()  # task_id, task, args, kwargs, retval, state
 task_success = Signal()  # result

@@ -20,6 +20,11 @@ def passthrough(job: Any, payload: dict[str, Any], queue: str, call_next: Any) -
 
 
 # --- signal receivers: they record, and one raises (it must change nothing) ----------------------
+@receiver(signals.task_received, dispatch_uid="tests.task_api_jobs.received")
+def on_received(sender, request, **rest):
+    record("task_received", sender=sender.name, task_id=request.id, args=request.args, hostname=request.hostname)
+
+
 @receiver(signals.task_prerun, dispatch_uid="tests.task_api_jobs.prerun")
 def on_prerun(sender, task_id, task, args, kwargs, **rest):
     record("task_prerun", sender=sender.name, task_id=task_id, same_task=task is sender, args=args, kwargs=kwargs)

@@ -146,8 +146,10 @@ def test_a_chord_body_gets_every_result_in_order_and_a_death_runs_the_errback_in
     raw_redis.delete(keys.queue("default"))
     fail(raw_redis, dying, "dead")
     finish(raw_redis, ok, 2)
-    (pushed,) = queued(raw_redis)  # the errback, with the failed task's id (Celery's old style); never the body
-    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.errback_old", [dying["jid"]])
+    # The body's errback, never the body, once, with the body's id: Celery's chord_error_from_stack calls
+    # the body's errbacks with a request that names the body.
+    (pushed,) = queued(raw_redis)
+    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.errback_old", [broken.id])
     with pytest.raises(djwork.ChordError):  # no result record of the death here: the failure itself
         broken.get(timeout=1)
 
@@ -286,3 +288,97 @@ def test_a_step_before_a_group_pushes_each_member_once_and_nested_values_come_ba
     finish(raw_redis, plus_ten, 13)
     assert queued(raw_redis) == []
     assert ref.get(timeout=1) == [13, 8]  # the nested chain's value is its last step's, in the group's order
+
+
+def test_group_link_error_is_on_every_member_and_group_link_on_the_first_made_immutable(raw_redis):
+    # Celery's group.link_error: each member that dies runs the errback once (with its own id); an
+    # immutable errback gets its own arguments only, whatever its arity (record takes two: Celery's new style).
+    grouped = djwork.group(cj.fails.s("a"), cj.add.s(1, 1), cj.fails.s("b"))
+    grouped.link_error(cj.errback_old.s())
+    grouped.link(cj.record.s("first", "linked"))
+    assert grouped.tasks[0].options["link"] == cj.record.si("first", "linked")
+    assert "link" not in grouped.tasks[1].options
+    assert all(task.options["link_error"] == cj.errback_old.s() for task in grouped.tasks)
+    ref = grouped.delay()
+    first, ok, second = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, first, "dead")
+    fail(raw_redis, second, "dead")
+    finish(raw_redis, ok, 2)
+    pushed = [(job["class"], job["args"]) for job in queued(raw_redis)]
+    assert sorted(pushed) == sorted([("tests.canvas_jobs.errback_old", [first["jid"]]),
+                                     ("tests.canvas_jobs.errback_old", [second["jid"]])])
+    with pytest.raises(djwork.CanvasError):
+        ref.get(timeout=1)
+
+    raw_redis.flushdb()
+    immutable = djwork.group(cj.fails.s("c"))
+    immutable.link_error(cj.record.si("errback", "tag"))
+    immutable.delay()
+    (dying,) = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, dying, "dead")
+    assert [(job["class"], job["args"]) for job in queued(raw_redis)] == [("tests.canvas_jobs.record",
+                                                                            ["errback", "tag"])]
+
+
+def test_chord_link_error_goes_on_the_body_and_header_errbacks_follow_the_setting(settings):
+    body = cj.tsum.s()
+    inner = djwork.chord([cj.add.s(1, 1)], cj.tsum.s())
+    outer = djwork.chord([cj.add.s(2, 2), inner], body)
+    assert outer.tasks is outer.header
+    outer.link_error(cj.errback_old.s())
+    assert body.options["link_error"] == cj.errback_old.s() == inner.body.options["link_error"]
+    assert "link_error" not in outer.header[0].options  # Celery's default: not the header's members
+    settings.DJWORK = {**settings.DJWORK, "CHORD_HEADER_ERRBACKS": True}
+    flagged = djwork.chord([cj.add.s(3, 3)], cj.tsum.s())
+    flagged.link_error(cj.errback_old.s())
+    assert flagged.header[0].options["link_error"] == cj.errback_old.s() == flagged.body.options["link_error"]
+    linked = djwork.chord([cj.add.s(4, 4)], cj.tsum.s())
+    linked.link(cj.record.s("after"))
+    assert linked.body.options["link"] == cj.record.s("after")
+
+
+def test_a_chords_errback_rides_on_its_body_through_json_and_waits_for_a_body_given_later(raw_redis):
+    # A chord is a Signature dict: its link_error is kept on its body, so a chord rebuilt from JSON (as a
+    # job returns one) still calls the body's errback once, with the body's id, when its header fails.
+    sent = djwork.chord([cj.add.s(1, 1), cj.dies.s(1)], cj.tsum.s()).on_error(cj.errback_old.s())
+    assert "link_error" not in sent.options
+    rebuilt = djwork.signature(json.loads(json.dumps(sent)))
+    ref = rebuilt.apply_async()
+    ok, dying = queued(raw_redis)
+    raw_redis.delete(keys.queue("default"))
+    fail(raw_redis, dying, "dead")
+    finish(raw_redis, ok, 2)
+    (pushed,) = queued(raw_redis)
+    assert (pushed["class"], pushed["args"]) == ("tests.canvas_jobs.errback_old", [ref.id])
+    # Given before the body (chord(header, link_error=...)(body)), it waits in the chord's options for it.
+    waiting = djwork.chord([cj.add.s(2, 2)], link_error=cj.errback_old.s())
+    assert waiting.options["link_error"] == cj.errback_old.s()
+    body = cj.tsum.s()
+    assert djwork.chord(waiting.header, body, **waiting.options).body.options["link_error"] == cj.errback_old.s()
+
+    def members():
+        raise AssertionError("a generator header is consumed by the send, not by link_error()")
+        yield
+
+    lazy = djwork.chord(members(), cj.tsum.s())
+    lazy.link_error(cj.errback_old.s())
+    assert lazy.lazy and lazy.body.options["link_error"] == cj.errback_old.s()
+
+
+def test_a_chains_eta_or_countdown_delays_the_jobs_it_starts_with(raw_redis):
+    eta = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=60)
+    first = cj.add.s(1, 2)
+    djwork.chain(djwork.group(first, cj.add.s(3, 4)), cj.tsum.s()).apply_async(eta=eta)
+    djwork.chain(cj.add.s(5, 6), cj.tsum.s()).apply_async(countdown=60)
+    assert queued(raw_redis) == [] and "eta" not in first.options  # the caller's signature is unchanged
+    scheduled = [(json.loads(raw), score) for raw, score in raw_redis.zrange(keys.SCHEDULE, 0, -1, withscores=True)]
+    assert sorted(job["args"] for job, _ in scheduled) == [[1, 2], [3, 4], [5, 6]]
+    assert all(score >= eta.timestamp() - 1 for _, score in scheduled)
+
+
+def test_a_signatures_time_limits_ride_in_its_payload(raw_redis):
+    djwork.chord([cj.add.s(1, 2).set(soft_time_limit=1, time_limit=5)], cj.tsum.s()).apply_async()
+    (job,) = queued(raw_redis)
+    assert (job["soft_time_limit"], job["time_limit"]) == (1, 5)

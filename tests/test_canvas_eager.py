@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -47,3 +49,17 @@ def test_freezing_a_canvas_reserves_every_tasks_id():
     assert steps.id == steps.tasks[-1].id  # the chain's id is its last task's
     chorded = djwork.chord([cj.add.s(1, 1)], cj.tsum.s()).freeze()
     assert chorded.header[0].id and chorded.body.id
+
+
+def test_task_apply_runs_its_errback_in_process_old_style_with_the_id_new_style_with_the_request(raw_redis):
+    old = cj.fails.apply(("old",), link_error=cj.errback_old.s())
+    new = cj.fails.apply(("new",), task_id="f" * 24, link_error=cj.errback_new.s(tag="eager"))
+    linked = cj.add.apply((2, 3), link=cj.record.s("after"))
+    assert (old.state, new.state, linked.get()) == ("FAILURE", "FAILURE", 5)
+    assert isinstance(old.get(propagate=False), cj.ExpectedError)
+    errors = [json.loads(raw) for raw in raw_redis.lrange(cj.ERRORS, 0, -1)]
+    assert errors[0] == {"tag": "old", "task_id": old.id}
+    assert (errors[1]["task_id"], errors[1]["exc"], errors[1]["traceback"]) == ("f" * 24, "ExpectedError", True)
+    assert "after 5" in [raw.decode() for raw in raw_redis.lrange(cj.CALLS, 0, -1)]
+    with pytest.raises(TypeError, match="only task_id="):
+        cj.fails.apply(("x",), link_error=cj.errback_old.s(), throw=True)

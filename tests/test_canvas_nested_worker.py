@@ -147,8 +147,9 @@ def test_a_failure_reraises_the_tasks_own_exception_and_calls_celerys_errbacks_o
     assert died == {"fails member", "fails 4", "fails header", "fails 10", "fails single"}
     # Old style: the failed task's id; new style: its request, its own exception and traceback.
     assert by_tag["old"]["task_id"] == member.jids[1]
-    assert by_tag["chord-new"]["exc"] == "ExpectedError" and "header" in by_tag["chord-new"]["message"]
-    assert by_tag["chord-new"]["traceback"] is True
+    # The chord's body never ran: its errback gets the body's id and a ChordError naming the header's failure.
+    assert (by_tag["chord-new"]["exc"], by_tag["chord-new"]["task_id"]) == ("ChordError", chord.id)
+    assert "header" in by_tag["chord-new"]["message"] and by_tag["chord-new"]["traceback"] is False
     assert by_tag["single"]["task_id"] == single.id
     # A member of the group step failed: the job itself, not its batch, with its own exception.
     assert by_tag["chain"]["exc"] == "ExpectedError" and "10" in by_tag["chain"]["message"]

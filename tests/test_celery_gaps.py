@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 
 import pytest
@@ -160,3 +161,13 @@ def test_a_buried_poison_pill_ends_failure_saying_why(raw_redis):
     assert f"recovered more than {config.max_orphanings} times" in raised.value.message
     assert 0 < raw_redis.ttl(keys.result(ref.id)) <= config.result_ttl
     assert not raw_redis.exists(keys.result(ignored.id))  # ignore_result: nothing written
+
+
+def test_celerys_state_constants_and_task_logger_are_djworks():
+    from djwork.jobs.task_log import get_task_logger
+
+    ref = result_jobs.add.delay(1, 2)
+    assert djwork.AsyncResult(ref.id).state == djwork.states.PENDING
+    assert djwork.states.SUCCESS == "SUCCESS" and djwork.states.FAILURE in djwork.states.PROPAGATE_STATES
+    assert {"SUCCESS", "FAILURE", "REVOKED"} == djwork.states.READY_STATES
+    assert get_task_logger("tests.celery") is logging.getLogger("tests.celery")

@@ -27,10 +27,12 @@ def results_on(settings):
 ON_LOOP_RECEIVERS = {"REDIS_EVENT_HOOK": "tests.task_api_receivers.redis_event"}
 RECEIVERS = {"SERVER_MIDDLEWARE": ["tests.task_api_receivers.passthrough"]}
 
-SUCCESS = ["task_prerun", "before_start", "body", "on_success", "task_success", "after_return", "task_postrun"]
+SUCCESS = ["task_received", "task_prerun", "before_start", "body", "on_success", "task_success", "after_return",
+           "task_postrun"]
 # Celery skips after_return for a retry (its trace does not call it for RETRY); task_postrun is still sent.
-RETRY = ["task_prerun", "before_start", "body", "on_retry", "task_retry", "task_postrun"]
-FAILURE = ["task_prerun", "before_start", "body", "on_failure", "task_failure", "after_return", "task_postrun"]
+RETRY = ["task_received", "task_prerun", "before_start", "body", "on_retry", "task_retry", "task_postrun"]
+FAILURE = ["task_received", "task_prerun", "before_start", "body", "on_failure", "task_failure", "after_return",
+           "task_postrun"]
 
 
 def _of(raw_redis, jid: str) -> list[dict]:

@@ -113,11 +113,14 @@ def test_ignore_result_writes_nothing(workers, raw_redis, settings):
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), 20, "every ack")
     for ref in (silent, per_call, preset, globally_off):
         assert not raw_redis.exists(keys.result(ref.id)), ref
-        # Not a None nor a PENDING for ever: an error saying how to turn results on.
-        with pytest.raises(djwork.ResultsOff, match=r"RESULTS'\] = True.*ignore_result=False"):
-            ref.get(timeout=20)
-        with pytest.raises(djwork.ResultsOff):
-            ref.state  # noqa: B018
+    # Asked for no result (the job, the call, the preset): None at once and PENDING, as Celery's ignored result.
+    for ref in (silent, per_call, preset):
+        assert (ref.get(timeout=20), ref.state, ref.result) == (None, "PENDING", None)
+    # Off by the setting alone: not a PENDING for ever, an error saying how to turn results on.
+    with pytest.raises(djwork.ResultsOff, match=r"RESULTS'\] = True.*ignore_result=False"):
+        globally_off.get(timeout=20)
+    with pytest.raises(djwork.ResultsOff):
+        globally_off.state  # noqa: B018
     assert [key.decode() for key in raw_redis.scan_iter("djwork:result:*")] == [keys.result(back_on.id)]
 
 

@@ -113,7 +113,8 @@ def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):
         return [row for row in events(raw_redis) if jid in (row.get("task_id"), row.get("request_id"))]
 
     assert [row["kind"] for row in of(ok.id)] == [
-        "task_prerun", "before_start", "body", "on_success", "task_success", "after_return", "task_postrun"]
+        "task_received", "task_prerun", "before_start", "body", "on_success", "task_success", "after_return",
+        "task_postrun"]
     body = events(raw_redis, kind="body", request_id=ok.id)[0]
     assert (body["is_instance"], body["hostname"], body["routing_key"], body["task"]) == (
         True, identity, "default", "tests.task_api_jobs.hooked")
@@ -122,6 +123,9 @@ def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):
     assert (success["retval"], success["args"], success["kwargs"], success["request_id"]) == (
         "ok y", ["ok"], {"label": "y"}, ok.id)
     assert events(raw_redis, kind="task_success")[0]["result"] == "ok y"  # a raising receiver beside it changed nothing
+    received = events(raw_redis, kind="task_received", task_id=ok.id)[0]
+    assert (received["sender"], received["args"], received["hostname"]) == ("tests.task_api_jobs.hooked", ["ok"],
+                                                                            identity)
     prerun = events(raw_redis, kind="task_prerun", task_id=ok.id)[0]
     assert (prerun["same_task"], prerun["args"], prerun["kwargs"]) == (True, ["ok"], {"label": "y"})
     postrun = events(raw_redis, kind="task_postrun", task_id=ok.id)[0]
@@ -129,7 +133,8 @@ def test_hooks_and_signals_in_a_worker_in_celerys_order(workers, raw_redis):
 
     # ValueError is not in the class's autoretry_for: a failure at once, to dead.
     assert [row["kind"] for row in of(failed.id)] == [
-        "task_prerun", "before_start", "body", "on_failure", "task_failure", "after_return", "task_postrun"]
+        "task_received", "task_prerun", "before_start", "body", "on_failure", "task_failure", "after_return",
+        "task_postrun"]
     failure = events(raw_redis, kind="task_failure", task_id=failed.id)[0]
     assert (failure["exception"], failure["has_traceback"]) == ("ValueError('x')", True)
     on_failure = events(raw_redis, kind="on_failure", task_id=failed.id)[0]
@@ -169,6 +174,8 @@ def test_a_raising_hook_changes_nothing_and_expired_jobs_send_task_revoked(worke
     worker = workers.start("-c", "1", overrides=RECEIVERS)
     wait_until(lambda: events(raw_redis, kind="task_revoked"), 30, "task_revoked for the expired job")
     revoked = events(raw_redis, kind="task_revoked")[0]
+    # Received first, as Celery's worker sends it on taking the message, then dropped as expired.
+    assert [row["kind"] for row in events(raw_redis, task_id=expired.id)] == ["task_received", "task_revoked"]
     assert (revoked["task_id"], revoked["expired"], revoked["sender"]) == (
         expired.id, True, "tests.task_api_jobs.plain")
     wait_until(lambda: raw_redis.get("stat:processed") == b"1", 30, "the job with the raising hook to be acked")

@@ -4,9 +4,10 @@ docs/canvas.md. Nothing here needs the celery package or a result backend.
 """
 
 from djwork.canvas import apply, eager_canvas, replace, stream  # noqa: F401 - fill signature.APPLY and the task hooks
+from djwork.canvas.chunks import chunks
 from djwork.canvas.refs import ChainRef, ChordRef, GroupRef
 from djwork.canvas.result_set import ResultSet
-from djwork.canvas.shapes import chain, chord, chunks, group
+from djwork.canvas.shapes import chain, chord, group
 from djwork.canvas.signature import CanvasError, ChordError, Signature, signature
 
 GroupResult = GroupRef  # Celery's name for what a group returns

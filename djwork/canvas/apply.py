@@ -16,6 +16,8 @@ from djwork.canvas.signature import APPLY, LINK_OPTIONS, CanvasError, Signature,
 from djwork.jobs.enqueue import JobRef
 from djwork.results.record import PAYLOAD_FIELD
 
+START_OPTIONS = ("eta", "countdown")  # a chain's or chord's own: they go to the jobs it starts with
+
 
 def _options(options: dict[str, Any], allowed: tuple[str, ...], where: str) -> dict[str, Any]:
     unknown = set(options) - set(allowed)
@@ -31,7 +33,7 @@ def apply_signature(sig: Signature) -> JobRef:
 
         payload, at = payload_of(sig)
         return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
-                      ignored=not payload.get(PAYLOAD_FIELD))
+                      ignored=not payload.get(PAYLOAD_FIELD), ignore_result=_asks_no_result(sig))
     root = Plan(new_bid(), f"canvas: {sig.task} with links", value="one")
     links(root, sig.options)
     plain = unlinked(sig)
@@ -48,7 +50,13 @@ def apply_signature(sig: Signature) -> JobRef:
     finally:
         collect.close_block(token)
     write([root], [collector])
-    return JobRef(root.jids[0], ignored=not payload.get(PAYLOAD_FIELD))
+    return JobRef(root.jids[0], ignored=not payload.get(PAYLOAD_FIELD), ignore_result=_asks_no_result(sig))
+
+
+def _asks_no_result(sig: Signature) -> bool:
+    """``ignore_result=True`` asked by the signature or its job: its ref's ``get()`` is None (Celery's)."""
+    job = resolve_job(sig.task)
+    return job.asks_no_result(sig.options) if job is not None else sig.options.get("ignore_result") is True
 
 
 def apply_group(members: list[Any]) -> GroupRef:
@@ -64,11 +72,16 @@ def apply_chain(node: Any, options: dict[str, Any], hold: str | None = None) -> 
     """A chain, or a chord (the chain ``[group(header), body]``): one batch per step, nested ones below.
     ``hold``: a pending member of the first step's batch that keeps it open (djwork/canvas/stream.py)."""
     nodes, own = steps_of(node)
+    # Celery's chain.apply_async(eta=/countdown=): when the first jobs run; each later step still starts
+    # when the one before it ends.
+    when = {key: options.pop(key) for key in START_OPTIONS if options.get(key) is not None}
     options = {**own, **_options(options, LINK_OPTIONS, "chain")}
     compiler = Compiler()
     steps = compiler.chain(nodes, options, None)
     if hold is not None:
         steps[0].plan.holds.append(hold)
+    for entry in steps[0].entries:
+        entry.sig.set(**when)  # its reserved copy (nest.unlinked): the caller's signature is not changed
     write(compiler.plans, push(steps[0].entries, compiler.root_id or steps[0].plan.bid))
     return ChainRef([step.plan.bid for step in steps],
                     [step.plan.jids[0] if step.kind == "one" else step.plan.bid for step in steps],

@@ -31,11 +31,13 @@ def xstarmap(task: str, items: list[list[Any]]) -> list[Any]:
 
 
 @job(name="djwork.canvas.builtins.call_errback", retry=0)
-def call_errback(task_id: str, errback: dict[str, Any]) -> Any:
+def call_errback(task_id: str, errback: dict[str, Any], request_id: str | None = None) -> Any:
     """A Celery errback of the new style, ``errback(request, exc, traceback)``, called here as Celery calls it
     in the failed task's worker: the request names the failed job, ``exc`` and ``traceback`` are read back
-    from its result record (a canvas's jobs keep one). Pushed once, by the Lua step that recorded the death."""
-    from djwork.canvas.signature import signature
+    from its result record (a canvas's jobs keep one). Pushed once, by the Lua step that recorded the death.
+    With ``request_id`` (a chord's body, whose header failed) the request names that task and ``exc`` is a
+    ``ChordError`` naming the failed one (no traceback): Celery's chord_error_from_stack calls a body's errbacks so."""
+    from djwork.canvas.signature import ChordError, signature
     from djwork.jobs.task_class import Request
     from djwork.results import AsyncResult, JobError
 
@@ -43,9 +45,12 @@ def call_errback(task_id: str, errback: dict[str, Any]) -> Any:
     found = AsyncResult(task_id)
     exc = found.result if isinstance(found.result, BaseException) else JobError(
         "djwork.JobDied", f"job {task_id} died and left no result record (killed or deleted)")
-    request = Request(id=task_id)
+    traceback = found.traceback
+    if request_id is not None:
+        exc, traceback = ChordError(f"Dependency {task_id} raised {exc!r}"), None
+    request = Request(id=request_id or task_id)
     run = _task(sig.task)
-    return run(request, exc, found.traceback, *sig.args, **sig.kwargs)
+    return run(request, exc, traceback, *sig.args, **sig.kwargs)
 
 
 @job(name="djwork.canvas.builtins.hand_on")

@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from djwork.canvas.nest import steps_of
+from djwork.canvas.plan import takes_request
 from djwork.canvas.shapes import group, unrolled
 from djwork.canvas.signature import APPLY, CanvasError, Signature, is_task
 from djwork.jobs.eager import FAILURE, SUCCESS, EagerResult
+from djwork.jobs.task_class import Request
 from djwork.payload import new_jid
 
 NOTHING = object()  # no previous result: the first step of a canvas
@@ -29,8 +31,17 @@ def _task(sig: Signature, first: Any) -> EagerResult:
     args = list(sig.args) if sig.immutable or first is NOTHING else [first, *sig.args]
     result = job.apply(args, dict(sig.kwargs), task_id=sig.options.get("jid"))
     follow = sig.options.get("link") if result.state == SUCCESS else sig.options.get("link_error")
-    if follow is not None:
-        run(follow, result.result if result.state == SUCCESS else result.id)
+    if follow is None:
+        return result
+    if result.state == SUCCESS:
+        run(follow, result.result)
+    elif not follow.immutable and takes_request(follow.task):
+        # Celery calls a (request, exc, traceback) errback in the failed task's process, with its request.
+        errback = resolve(follow.task)
+        errback(Request(id=result.id, task=sig.task, args=args, kwargs=dict(sig.kwargs), is_eager=True),
+                result.result, result.traceback, *follow.args, **follow.kwargs)
+    else:
+        run(follow, result.id)
     return result
 
 

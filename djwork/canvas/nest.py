@@ -57,16 +57,39 @@ def unlinked(sig: Signature) -> Signature:
     return Signature(sig.task, sig.args, sig.kwargs, options, sig.immutable, sig["subtask_type"])
 
 
+class Header(group):
+    """A chord's header as a chain step: a group whose batch, when a member dies, calls the body's errback
+    once, with the body's id (Celery's ``chord_error_from_stack``: the body never runs, its errbacks do)."""
+
+    def __init__(self, tasks: list[Any], errback: Signature | None, body_id: str | None) -> None:
+        super().__init__(*tasks)
+        self.errback = errback
+        self.body_id = body_id
+
+
+def _with_id(sig: Signature) -> Signature:
+    """``sig``, links kept, with its jid reserved now (the header's errback names the body by it)."""
+    return sig if sig.id else sig.clone(jid=new_jid())
+
+
 def steps_of(node: Any) -> tuple[list[Any], dict[str, Any]]:
-    """A chain's or chord's steps, flattened, and its own link options (a chord's body's errback included)."""
+    """A chain's or chord's steps, flattened, and its own link options (a chord's: its body chain's)."""
     if isinstance(node, chord):
         if node.body is None:
             raise CanvasError("a chord needs a body: chord(header)(body)")
-        body_steps, body_options = steps_of(node.body) if not is_task(node.body) else ([node.body], {})
-        options = {key: value for key, value in node.body.options.items() if key in LINK_OPTIONS and value
-                   } if is_task(node.body) else body_options
-        options = {**options, **node.options}
-        return [group(*node.header), *body_steps], options
+        if is_task(node.body):
+            body_steps, options = [_with_id(node.body)], {}
+            errback = body_steps[0].options.get("link_error")
+        else:
+            body_steps, options = steps_of(node.body)
+            if is_task(body_steps[0]):
+                body_steps[0] = _with_id(body_steps[0])
+            errback = options.get("link_error") or (
+                body_steps[0].options.get("link_error") if is_task(body_steps[0]) else None)
+        body_id = body_steps[0].id if is_task(body_steps[0]) else None
+        # The chord's own link/link_error went onto its body (chord.link, chord.link_error); an outer
+        # chain's errback still reaches the header's batch as any step's (Compiler.chain).
+        return [Header(node.header, errback, body_id), *body_steps], options
     if isinstance(node, chain):
         found: list[Any] = []
         for step in node.tasks:
@@ -90,6 +113,8 @@ def _carry(steps: list[Any], options: dict[str, Any]) -> list[Any]:
         if is_task(node):
             return node.clone(link_error=errback) if errback is not None and not node.options.get("link_error") \
                 else node
+        if isinstance(node, Header):  # a chord's header: its errback is the body's, called once
+            return node
         return group(*(with_errback(task) for task in node.tasks)) if isinstance(node, group) else node
 
     carried = [with_errback(step) for step in steps]
@@ -181,6 +206,9 @@ class Compiler:
                 _, head, spec = plans.callback(entry.sig, before.kind, entry.bid, before.plan.bid, fields)
                 before.plan.add_callback("success", head, spec)
         for node, made in zip(nodes, steps, strict=True):
+            if isinstance(node, Header) and node.errback is not None:
+                plans.add_errback(made.plan, node.errback, node.body_id)
+                continue
             errback = (node.options.get("link_error") if is_task(node) else None) or \
                 options.get("link_error")
             if errback is not None:

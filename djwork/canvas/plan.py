@@ -144,27 +144,30 @@ def callback(sig: Signature, shape: str, bid: str | None, of_bid: str,
 
 def takes_request(name: str) -> bool:
     """Whether an errback is Celery's new style, ``(request, exc, traceback)``: its function takes more than
-    one positional argument (Celery's own test); else it gets the failed task's id."""
+    one positional argument (Celery's own test); else it gets the failed task's id. A ``bind=True`` job is
+    always called the old way, as a task (Celery's too: so that it can ``self.retry()``)."""
     import inspect
 
     job = resolve_job(name)
-    if job is None:
+    if job is None or job.bind:
         return False
     kinds = [parameter.kind for parameter in inspect.signature(job.func).parameters.values()]
-    if job.bind:
-        kinds = kinds[1:]
     return inspect.Parameter.VAR_POSITIONAL in kinds or sum(
         kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) for kind in kinds) > 1
 
 
-def add_errback(plan: Plan, errback: Signature) -> None:
+def add_errback(plan: Plan, errback: Signature, request_id: str | None = None) -> None:
     """``errback`` as the batch's death callback, called as Celery calls it: with the failed task's id
     first, or, for a function taking ``(request, exc, traceback)``, in a worker by the built-in job
-    that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``)."""
-    # An immutable errback is called with its own arguments only, whatever its function takes (Celery's).
-    if not errback.immutable and takes_request(errback.task):
-        errback = Signature(ERRBACK_CALLER, [dict(errback)], options={
-            key: value for key, value in errback.options.items() if key in ("queue",)})
+    that rebuilds them (djwork/canvas/builtins.py); the failed jid is found by the Lua step (shape ``died``).
+    ``request_id`` names another task instead (a chord's body, when its header failed: Celery's)."""
+    if errback.immutable:
+        pass  # its own arguments only, whatever its style: Celery's immutable signature ignores what it is given
+    elif takes_request(errback.task):
+        errback = Signature(ERRBACK_CALLER, [dict(errback)], {"request_id": request_id} if request_id else None,
+                            options={key: value for key, value in errback.options.items() if key in ("queue",)})
+    elif request_id is not None:
+        errback = errback.clone([request_id], immutable=True)  # an immutable errback ignores the id (Celery's)
     _, head, spec = callback(errback, "died", None, plan.bid)
     plan.add_callback("death", head, spec)
 

@@ -1,4 +1,4 @@
-"""Celery's composite canvases: ``chain``, ``group``, ``chord`` (nested in any direction) and ``chunks``.
+"""Celery's composite canvases: ``chain``, ``group`` and ``chord`` (nested in any direction).
 
 They are plain descriptions, free of Redis: applying one hands it to djwork/canvas/plan.py (through
 ``signature.APPLY``), which compiles it into batches (djwork/canvas/nest.py). As in Celery, a chain, group
@@ -18,13 +18,11 @@ from djwork.canvas.signature import (
     COMPOSITE,
     LINK_OPTIONS,
     REBUILD,
-    XSTARMAP,
     CanvasError,
     Signature,
     apply,
     as_signature,
     is_task,
-    task_name,
 )
 
 
@@ -233,11 +231,16 @@ class group(Canvas):
         return self
 
     def link(self, callback: Any) -> Any:
-        raise CanvasError("a callback after a whole group is a chord: chord(group)(callback), or group | callback")
+        """Celery's ``group.link``: ``callback``, made immutable, runs after the *first* member succeeds (it
+        can't be handed the other members' results; a callback after the whole group is a chord)."""
+        if not self.tasks:
+            raise CanvasError("an empty group has no member to link a callback to")
+        return self.tasks[0].link(as_signature(callback, "group link").clone(immutable=True))
 
-    def link_error(self, errback: Any) -> Any:
-        raise CanvasError("a group takes no errback of its own: set link_error on each member's signature, "
-                          "or use a chord and its on_error()")
+    def link_error(self, errback: Any) -> tuple[Any, ...]:
+        """Celery's ``group.link_error``: ``errback`` on every member, so it runs once per member that dies."""
+        errback = as_signature(errback, "group link_error")
+        return tuple(task.link_error(errback.clone()) for task in self.tasks)
 
 
 def unrolled(tasks: Iterable[Any]) -> list[Any]:
@@ -287,15 +290,59 @@ class chord(Canvas):
         return self["kwargs"]["header"].tasks
 
     @property
-    def tasks(self) -> list[Any]:
-        return self.header
-
-    @property
     def body(self) -> Any:
         return self["kwargs"]["body"]
 
+    def set(self, **options: Any) -> chord:
+        """Its options are link and link_error, which go on the body (Celery's ``chord.link``/``link_error``);
+        given before the body (``chord(header, link_error=...)(body)``) they wait in its options for it."""
+        links = {key: options.pop(key) for key in LINK_OPTIONS if key in options}
+        super().set(**options)
+        for key, value in links.items():
+            if value is None:
+                continue
+            if self.body is None:
+                self.options[key] = as_signature(value, f"chord {key}")
+            else:
+                (self.link if key == "link" else self.link_error)(as_signature(value, f"chord {key}"))
+        return self
+
+    @property
+    def tasks(self) -> list[Any]:
+        """The header's members (Celery's ``chord.tasks``): linking an errback to one links that member."""
+        return self.header
+
+    def link(self, callback: Any) -> Any:
+        """Celery's ``chord.link``: a callback of the body, run with the body's result."""
+        self._needs_body("link")
+        self.body.link(callback)
+        return callback
+
+    def link_error(self, errback: Any) -> Any:
+        """Celery's ``chord.link_error``: ``errback`` on the body (called, with the body's id, once when the
+        header fails: the body never runs), and on each chord nested in the header; with
+        ``CHORD_HEADER_ERRBACKS`` (Celery's ``task_allow_error_cb_on_chord_header``) on every header member too."""
+        from djwork.settings.conf import get_config
+
+        self._needs_body("link_error")
+        errback = as_signature(errback, "chord link_error")
+        every = get_config().chord_header_errbacks
+        # A generator header is left unconsumed (it is sent as it yields) unless its members need the errback.
+        for task in self.header if every or not self.lazy else ():
+            if every:
+                task.link_error(errback.clone())
+            elif isinstance(task, chord):
+                task.link_error(errback)
+        self.body.link_error(errback)
+        return errback
+
+    def _needs_body(self, verb: str) -> None:
+        if self.body is None:
+            raise CanvasError(f"chord.{verb}(): give the chord its body first, chord(header, body)")
+
     def on_error(self, errback: Any) -> chord:
-        return self.set(link_error=errback)
+        self.link_error(errback)
+        return self
 
     def __repr__(self) -> str:
         return f"chord({'<generator>' if self.lazy else repr(self.header)}, {self.body!r})"
@@ -331,30 +378,6 @@ def _rebuild_group(value: dict[str, Any]) -> group:
 def _rebuild_chord(value: dict[str, Any]) -> chord:
     members = value["kwargs"]
     return chord(members["header"], members.get("body"), **dict(value.get("options") or {}))
-
-
-class chunks:
-    """``task.chunks(items, n)``: ``len(items)/n`` jobs, each calling the task on ``n`` argument tuples."""
-
-    def __init__(self, task: Any, items: Iterable[Any], n: int) -> None:
-        if not isinstance(n, int) or n < 1:
-            raise CanvasError(f"chunks: n must be a positive integer, got {n!r}")
-        self.task = task_name(task)
-        self.items = [list(item) for item in items]
-        self.n = n
-
-    def group(self) -> group:
-        return group(*(Signature(XSTARMAP, [self.task, self.items[start:start + self.n]])
-                       for start in range(0, len(self.items), self.n)))
-
-    def apply_async(self, **options: Any) -> Any:
-        return self.group().apply_async(**options)
-
-    def delay(self) -> Any:
-        return self.apply_async()
-
-    def __call__(self) -> Any:
-        return self.apply_async()
 
 
 APPLY["pipe"] = chain  # ``sig | other``: Signature can't import this module (it is imported by it)

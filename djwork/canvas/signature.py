@@ -22,7 +22,7 @@ from djwork.testing import push_intercept
 # Options a canvas signature may carry: the enqueue options, and the canvas's own links.
 # ignore_result too: with results opt-in, apply_async(link=..., ignore_result=False) goes through a signature.
 ENQUEUE_OPTIONS = ("queue", "countdown", "eta", "expires", "retry", "jid", "priority", "backtrace", "dead",
-                   "tags", "retry_queue", "retry_for", "ignore_result")
+                   "tags", "retry_queue", "retry_for", "ignore_result", "soft_time_limit", "time_limit")
 LINK_OPTIONS = ("link", "link_error")
 # The jobs behind map, starmap and chunks (djwork/canvas/builtins.py), by name: a worker imports them.
 XMAP = "djwork.canvas.builtins.xmap"
@@ -103,6 +103,11 @@ class Signature(dict):
 
     @property
     def task(self) -> str:
+        return self["task"]
+
+    @property
+    def name(self) -> str:
+        """The task's name, as a job's ``name`` (Celery's duck typing of a signature with its task)."""
         return self["task"]
 
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from djwork.canvas.shapes import chunks
+from djwork.canvas.chunks import chunks
 from djwork.canvas.signature import XMAP, XSTARMAP, Signature
 
 

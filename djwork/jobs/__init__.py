@@ -202,9 +202,18 @@ class Job(Task, Enqueueing):
 
     def apply(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
               **options: Any) -> Any:
-        """Run now, in this process, hooks and retries included; an ``EagerResult`` (djwork/jobs/eager.py)."""
+        """Run now, in this process, hooks and retries included; an ``EagerResult`` (djwork/jobs/eager.py).
+        ``link=``/``link_error=`` run after it, in this process too (the canvas's eager run)."""
         from djwork.jobs.eager import apply
 
+        links = {key: options.pop(key) for key in ("link", "link_error") if options.get(key) is not None}
+        if links:
+            if set(options) - {"task_id"}:
+                raise TypeError(f"{self.name}.apply(): with link=/link_error=, only task_id= is supported, "
+                                f"not {sorted(set(options) - {'task_id'})}")
+            return self.signature(args, kwargs, **options, **links).apply()
+        options.pop("link", None)
+        options.pop("link_error", None)
         return apply(self, args, kwargs, **options)
 
     # --- enqueueing ---------------------------------------------------------

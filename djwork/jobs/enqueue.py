@@ -47,6 +47,10 @@ class JobRef(ResultMethods):
     # Results off for this job (ignore_result, RESULTS=False): get() and state raise ResultsOff at once,
     # saying how to turn results on, instead of waiting for a record nothing will write.
     ignored: bool = field(default=False, compare=False)
+    # The call or the job asked for no result (ignore_result=True: Celery's AsyncResult.ignored): get()
+    # returns None at once and the state reads PENDING, as in Celery. ResultsOff stays for results off by
+    # the setting alone (RESULTS=False), Celery's "no result backend configured".
+    ignore_result: bool = field(default=False, compare=False)
 
     @property
     def id(self) -> str | None:
@@ -127,7 +131,12 @@ class Enqueueing(CanvasVerbs):
         options.pop("link_error", None)
         payload, at = self.build_payload(args, kwargs, **options)
         return JobRef(*client.push_reporting(payload, at=at), queue=payload.get("queue"),
-                      ignored=not payload.get(PAYLOAD_FIELD))
+                      ignored=not payload.get(PAYLOAD_FIELD), ignore_result=self.asks_no_result(options))
+
+    def asks_no_result(self, options: dict[str, Any]) -> bool:
+        """Whether ``ignore_result=True`` was asked, by the call or else by the job (not by ``RESULTS``)."""
+        given = options.get("ignore_result")
+        return given is True or (given is None and getattr(self, "ignore_result", None) is True)
 
     def delay_many(self, calls: Iterable[Any], **options: Any) -> list[JobRef]:
         """Enqueue one job per item in one pipelined round trip.
@@ -177,3 +186,6 @@ class JobOptions(Enqueueing):
     def build_payload(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                       **options: Any) -> tuple[dict[str, Any], float | None]:
         return self.job.build_payload(args, kwargs, **{**self.options, **options})
+
+    def asks_no_result(self, options: dict[str, Any]) -> bool:
+        return self.job.asks_no_result({**self.options, **options})

@@ -20,7 +20,7 @@ from typing import Any
 
 from djwork import signals
 from djwork.jobs.task_class import ExceptionInfo, Request, Retry, Task
-from djwork.worker.run_hooks import OK, RESCHEDULED, JobRun, RunHook
+from djwork.worker.run_hooks import OK, RESCHEDULED, JobRun, RunHook, build_request
 from djwork.worker.run_hooks import RETRY as RETRIED
 
 logger = logging.getLogger("djwork")
@@ -142,3 +142,20 @@ class CeleryEvents(RunHook):
                 events.succeeded(run.result)
             return
         events.ended_badly(error, will_retry=run.status in (RETRIED, RESCHEDULED))
+
+
+class TaskReceived(RunHook):
+    """Celery's ``task_received``: sent as the worker takes a djwork job, before the admission checks that
+    may drop it (expiry, its batch's end), as Celery's worker sends it on taking the message."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+
+    def joins(self, target: Any, config: Any) -> bool:
+        return isinstance(target, Task)
+
+    def admit(self, run: JobRun) -> str | None:
+        if signals.task_received.receivers:
+            request = build_request(run.payload, run.unit.queue, run.jid, self.identity)
+            signals.send(signals.task_received, run.target, request=request)
+        return None

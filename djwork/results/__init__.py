@@ -159,6 +159,8 @@ class ResultMethods:
         return jid
 
     def _record(self) -> dict[str, str]:
+        if getattr(self, "ignore_result", False) and eager_results.record(self._jid()) is None:
+            return {}  # asked for no result: PENDING, None, as Celery's ignored AsyncResult reads
         return _read(self._stored_jid())
 
     @property
@@ -205,7 +207,10 @@ class ResultMethods:
     def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5) -> Any:
         """Wait until the job is ready, then its return value; a failure re-raises the job's exception
         (``propagate=False`` returns it instead). ResultTimeout after ``timeout`` seconds.
-        ResultsOff at once for a call sent with results off (``RESULTS``, ``ignore_result``)."""
+        ResultsOff at once for a call sent with results off by ``RESULTS``; None at once for one that asked
+        for no result (``ignore_result=True``), as Celery's ``get()`` of an ignored result."""
+        if getattr(self, "ignore_result", False) and eager_results.record(self._jid()) is None:
+            return None
         jid = self._stored_jid()
         deadline = None if timeout is None else time.monotonic() + timeout
         layout = key_layout.layout(is_cluster(get_config()))

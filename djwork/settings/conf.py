@@ -93,6 +93,7 @@ class Config:
     soft_time_limit: float | None
     time_limit: float | None
     always_eager: bool
+    chord_header_errbacks: bool
 
     @property
     def queue_names(self) -> list[str]:

@@ -133,6 +133,7 @@ MAPPED: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "result_expires": ("RESULT_TTL", lambda value: int(_seconds(value))),
     "task_track_started": ("TRACK_STARTED", _flag),
     "task_always_eager": ("ALWAYS_EAGER", _flag),
+    "task_allow_error_cb_on_chord_header": ("CHORD_HEADER_ERRBACKS", _flag),
     "worker_concurrency": ("CONCURRENCY", int),
     "task_soft_time_limit": ("SOFT_TIME_LIMIT", _seconds),
     "task_time_limit": ("TIME_LIMIT", _seconds),

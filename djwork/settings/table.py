@@ -267,6 +267,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
         "For tests: run each job at enqueue, in the caller's thread, instead of writing it to Redis (Celery's"
         " `task_always_eager`); its exception propagates to the caller. docs/testing.md."),
     SettingSpec(
+        "CHORD_HEADER_ERRBACKS", False, flag, "djwork.E017",
+        "True makes chord.link_error() link every header member too.", "Jobs",
+        "`chord.link_error(errback)` links the errback to every header member too, so it runs once per header"
+        " task that dies, besides once for the body (Celery's `task_allow_error_cb_on_chord_header`). Off: on"
+        " the body only (called once, with the body's id, when the header fails) and chords nested in the"
+        " header. Read when `link_error()` is called. `True` or `False`. docs/canvas.md, Errbacks."),
+    SettingSpec(
         "LIMITER_MAX_RESCHEDULES", 20, count_or_zero, "djwork.E024",
         "times a job over a rate limit goes back to wait before it takes the retry path, e.g. 20", "Jobs",
         "Times a job whose limiter refused it (`limiter.OverLimit`) is rescheduled, without touching its retry"
@@ -307,7 +314,8 @@ SETTINGS: tuple[SettingSpec, ...] = (
                 " outcome costs a write per job and about 250 bytes of Redis kept `RESULT_TTL`. A job's or a"
                 " call's `ignore_result=False` turns it on for that job (`True` off); decided at enqueue. Django"
                 " Tasks results, and the results a canvas passes between its steps, are kept whatever it says."
-                " `get()` or `state` of a job that stores nothing raises `djwork.ResultsOff`. `True` or `False`."
+                " `get()` or `state` of a job that stores nothing because of this setting raises `djwork.ResultsOff`"
+                " (one that asked, `ignore_result=True`: `get()` is `None`, as in Celery). `True` or `False`."
                 " docs/celery.md."),
     SettingSpec("TRACK_STARTED", False, flag, "djwork.E017",
                 "True records STARTED in a job's result record when a worker starts it.", "Jobs",

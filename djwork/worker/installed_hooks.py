@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from djwork import signals
 from djwork.batches.run_hook import BatchRun
 from djwork.canvas.replace_run import ReplacedRuns
 from djwork.iterable.run_hook import IterableRun
-from djwork.jobs.task_events import CeleryEvents
+from djwork.jobs.task_events import CeleryEvents, TaskReceived
 from djwork.middleware import resolve_all
 from djwork.periodic.run_hook import PeriodicLockRetake
 from djwork.worker.expiry import Expiry
@@ -47,6 +48,9 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
     middleware = resolve_all(config.server_middleware)
     hooks: list[Any] = [
         LockTies(config),
+        # Only with a receiver when the worker boots (its apps' modules are imported by then): a plain job's
+        # run then meets no admission hook.
+        TaskReceived(identity) if signals.task_received.receivers else None,
         Expiry(config, identity),
         BatchRun(config),
         TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,

@@ -24,6 +24,8 @@ import pytest
 django.setup()
 
 import redis  # noqa: E402 - after django.setup(): tests.settings_worker sets the private Redis up
+from django.conf import settings  # noqa: E402
+from django.core.signals import setting_changed  # noqa: E402
 
 from djwork.redis import keys  # noqa: E402
 from djwork.settings.conf import get_config  # noqa: E402
@@ -42,7 +44,9 @@ TEST_TIMEOUT = float(os.environ.get("DJWORK_CELERY_SUITE_TEST_TIMEOUT", "45"))
 
 
 def get_redis_connection() -> redis.Redis:
-    return redis.Redis.from_url(REDIS_URL)
+    # No reply timeout, as redis-py had none before 8.0 (5 s since): Celery's tests BLPOP for 10 s and more
+    # and expect None back, not redis-py's TimeoutError.
+    return redis.Redis.from_url(REDIS_URL, socket_timeout=None)
 
 
 def get_active_redis_channels() -> Any:
@@ -70,13 +74,25 @@ class Backend:
         return getattr(NoCounterpart("app.backend"), name)
 
 
+class Conf(SimpleNamespace):
+    """``app.conf``: Celery's settings the tests read; the one they write is djwork's ``CHORD_HEADER_ERRBACKS``."""
+
+    @property
+    def task_allow_error_cb_on_chord_header(self) -> bool:
+        return get_config().chord_header_errbacks
+
+    @task_allow_error_cb_on_chord_header.setter
+    def task_allow_error_cb_on_chord_header(self, value: bool) -> None:
+        # As override_settings does: the new DJWORK, then the signal that drops the cached Config.
+        settings.DJWORK = {**getattr(settings, "DJWORK", {}), "CHORD_HEADER_ERRBACKS": bool(value)}
+        setting_changed.send(sender=type(self), setting="DJWORK", value=settings.DJWORK, enter=True)
+
+
 class App:
     """What the tests read of ``manager.app`` / ``celery_session_app``."""
 
     def __init__(self) -> None:
-        self.conf = SimpleNamespace(broker_url=TEST_BROKER, result_backend=TEST_BACKEND,
-                                    result_backend_transport_options={},
-                                    task_allow_error_cb_on_chord_header=False)
+        self.conf = Conf(broker_url=TEST_BROKER, result_backend=TEST_BACKEND, result_backend_transport_options={})
         self.backend = Backend()
         self.control = NoCounterpart("app.control")
 

@@ -48,6 +48,8 @@ MODULES = {
     # AsyncResult, GroupResult and ResultSet: djwork exports all three (GroupResult and ResultSet are the
     # canvas's, which djwork.results can't import without a cycle).
     "celery.result": "djwork",
+    "celery.states": "djwork.results.states",
+    "celery.utils.log": "djwork.jobs.task_log",
 }
 
 # The conftest of the generated package: every fixture and helper Celery's own conftest gave.

@@ -131,6 +131,7 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("TIME_LIMIT", -5, "djwork.E073"),
     ("TIME_LIMIT", True, "djwork.E073"),
     ("ALWAYS_EAGER", "yes", "djwork.E017"),
+    ("CHORD_HEADER_ERRBACKS", "yes", "djwork.E017"),
     ("TRACK_STARTED", 1, "djwork.E017"),
     # Periodic jobs (docs/periodic.md; more cases in tests/test_periodic_checks.py).
     ("LEADER", "yes", "djwork.E040"),
