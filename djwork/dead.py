@@ -72,14 +72,16 @@ def dead_trim(config: Config | None, now: float) -> list[Any]:
 
 
 def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, payload: dict[str, Any] | str,
-                 score: float, jid: str = "", *, from_in_progress: bool = True,
+                 score: float, jid: str = "", *, from_in_progress: bool = True, only_if_listed: bool = False,
                  config: Config | None = None, now: float | None = None, locks: str = "",
                  result: tuple[str, str] = ("", "")) -> ScriptCall:
     """fail.lua: file a failed job in `retry` or `dead` (or nowhere, for "drop") and take ``raw`` off its list.
 
     ``source_key`` is the in-progress list the job was fetched into; with
     ``from_in_progress=False`` (basic fetch, where the job already left its
-    queue) nothing is removed. ``jid`` clears the job's orphan count. ``locks``
+    queue) nothing is removed; with ``only_if_listed`` nothing is filed either unless ``raw`` is still on
+    the list (a burial two reapers may both attempt, or a replay of one). ``jid`` clears the job's orphan
+    count. ``locks``
     (djwork/job_locks.py, encoded) are released when the filing ends the job
     (dead or drop) and the jid still owns them; a retry keeps them (fail.lua
     decides). A batch line among them is told "retry" or "dead" (docs/batches.md). ``result`` is the
@@ -91,7 +93,8 @@ def file_failure(source_key: str, raw: str | bytes, target: FailureTarget, paylo
     trim = dead_trim(config, now) if target == "dead" else ["0", "0", "0"]
     return ScriptCall("fail", [source_key, keys.RETRY if target == "retry" else keys.DEAD, keys.DEAD,
                                keys.ORPHAN_COUNTS, keys.REVOKED, keys.RESULT_WAITERS, keys.DEAD_BYTES],
-                      [raw, stored, repr(float(score)), *trim, "1" if from_in_progress else "0", jid,
+                      [raw, stored, repr(float(score)), *trim,
+                       ("2" if only_if_listed else "1") if from_in_progress else "0", jid,
                        locks, *result])
 
 

@@ -11,15 +11,21 @@
 -- ARGV[1] = raw payload as fetched, ARGV[2] = new payload JSON ('' = drop, file nowhere),
 -- ARGV[3] = score, ARGV[4] = '0', or the byte cap of dead to trim it (dead_lib), ARGV[5] = dead cutoff score,
 -- ARGV[6] = dead max size (entries),
--- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, ARGV[8] = jid ('' = none),
+-- ARGV[7] = "1" when KEYS[1] is an in-progress list to remove from, "2" the same but filing only a job still
+-- on it (a poison pill's burial, which two reapers may both be handed), ARGV[8] = jid ('' = none),
 -- ARGV[9] = the job's ties, "\n"-separated (djwork/job_locks.py): lock keys, released when the filing
 -- ends the job (dead, drop; a retry keeps them), and its b-<bid> batch, told retry or dead (ties_lib),
 -- ARGV[10] = its result HASH key, ARGV[11] = its result spec ('' for none: the job stores no result;
 -- result_lib)
--- Returns 1.
+-- Returns 1, or 0 when ARGV[7] is "2" and the job is no longer on the list (filed already).
 --@include ties_lib
 --@include result_lib
 --@include dead_lib
+-- Two reapers that saw the same dead process both get its poison pill to bury (it stays on the list
+-- until buried, so a reaper that dies first leaves it to the next); each burial filed a copy in dead.
+if ARGV[7] == '2' and not redis.call('LPOS', KEYS[1], ARGV[1]) then
+  return 0
+end
 local retrying = ARGV[2] ~= '' and KEYS[2] ~= KEYS[3]
 if retrying and ARGV[8] ~= '' and KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1
     and result_revoked(KEYS[5], ARGV[8], clock_now()) then
@@ -27,7 +33,7 @@ if retrying and ARGV[8] ~= '' and KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1
 elseif ARGV[2] ~= '' then
   dead_file(KEYS[2], KEYS[3], KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
 end
-if ARGV[7] == '1' then
+if ARGV[7] ~= '0' then
   redis.call('LREM', KEYS[1], -1, ARGV[1])
 end
 if ARGV[8] ~= '' then

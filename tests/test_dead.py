@@ -6,8 +6,12 @@ import json
 import time
 
 from djwork import dead
-from djwork.payload import dumps
-from djwork.redis import keys
+from djwork.payload import dumps, stored_payload
+from djwork.redis import keys, scripts
+from djwork.settings.conf import get_config
+from djwork.worker.fetch import ISOLATE_AFTER_RECOVERIES
+from djwork.worker.reaper import Reaper
+from tests import result_jobs
 
 IN_PROGRESS = "djwork:in-progress:host:1:abc:default"
 
@@ -75,3 +79,28 @@ def test_move_to_dead_from_a_list_clears_the_orphan_count(raw_redis):
     assert raw_redis.llen(IN_PROGRESS) == 0 and not raw_redis.hexists(keys.ORPHAN_COUNTS, "d" * 24)
     (member,) = raw_redis.zrange(keys.DEAD, 0, -1)
     assert json.loads(member)["error_class"] == "djwork.PoisonPill"
+
+
+def test_a_poison_pill_handed_to_two_reapers_is_buried_once(raw_redis):
+    # Two reapers that both saw the process dead both get its poison pill (it stays on the list until it is
+    # buried, so a reaper that dies first leaves it to the next): a burial chaos run found twice in dead.
+    config = get_config()
+    ref = result_jobs.add.delay(1, 2)
+    (raw,) = raw_redis.lrange(keys.queue("default"), 0, -1)
+    raw_redis.delete(keys.queue("default"))
+    in_progress = keys.in_progress("host:9:crashed", "default")
+    raw_redis.rpush(in_progress, raw)
+    raw_redis.sadd(keys.IN_PROGRESS_REGISTRY, in_progress)
+    raw_redis.hset(keys.ORPHAN_COUNTS, ref.jid, config.max_orphanings)
+    first, second = Reaper(config, []), Reaper(config, [])
+    recover = [in_progress, keys.queue("default"), keys.BEATS, keys.ORPHAN_COUNTS, keys.IN_PROGRESS_REGISTRY,
+               keys.isolated("default")]
+    arguments = ["host:9:crashed", config.orphan_threshold, config.max_orphanings, ISOLATE_AFTER_RECOVERIES]
+    handed = [scripts.evaluate(raw_redis, "recover_orphans", recover, arguments) for _ in (first, second)]
+    assert [reply[2:] for reply in handed] == [[raw], [raw]]  # both reapers were handed the pill
+
+    for reaper in (first, second):
+        reaper._bury(in_progress, stored_payload(raw), "host:9:crashed", "default")
+
+    assert [json.loads(member)["jid"] for member in raw_redis.zrange(keys.DEAD, 0, -1)] == [ref.jid]
+    assert raw_redis.llen(in_progress) == 0

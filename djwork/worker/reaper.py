@@ -120,5 +120,6 @@ class Reaper(PeriodicComponent):
         # fail.lua's dead filing: the same moves as a plain burial (add to dead, trim it, remove from the
         # list, clear the orphan count, end the locks and batch), plus the result record.
         redis_layer.run(self.file_failure(list_key, raw, "dead", buried, now, jid, from_in_progress=True,
-                                          config=self.config, now=now, locks=locks, result=result).evaluate,
+                                          only_if_listed=True, config=self.config, now=now, locks=locks,
+                                          result=result).evaluate,
                         idempotent=True)

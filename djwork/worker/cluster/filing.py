@@ -61,9 +61,14 @@ class FilingSteps:
 
 
 def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, payload: dict[str, Any] | str,
-                 score: float, jid: str = "", *, from_in_progress: bool = True, config: Config | None = None,
-                 now: float | None = None, locks: str = "", result: tuple[str, str] = ("", "")) -> FilingSteps:
-    """``dead.file_failure`` for a cluster: the same arguments, the filing in two single-slot steps."""
+                 score: float, jid: str = "", *, from_in_progress: bool = True, only_if_listed: bool = False,
+                 config: Config | None = None, now: float | None = None, locks: str = "",
+                 result: tuple[str, str] = ("", "")) -> FilingSteps:
+    """``dead.file_failure`` for a cluster: the same arguments, the filing in two single-slot steps.
+
+    ``only_if_listed`` is not honoured here: the filing's slot can't see the list's, so two reapers that
+    both bury one poison pill may each file a copy in dead (docs/cluster.md, Refused on a cluster).
+    """
     if target == "retry":
         locks = ""  # a job waiting for its retry keeps its locks, as fail.lua decides on one server
     result_spec = result[1] if result[0] and jid else ""
