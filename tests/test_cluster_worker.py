@@ -69,9 +69,11 @@ def test_a_retry_and_a_scheduled_job_are_promoted_onto_their_queues(on_cluster, 
 
 def test_a_worker_killed_mid_drain_loses_no_job(on_cluster, workers):
     names = [f"s{index}" for index in range(120)]
-    _push("slow", [[name, 0.05] for name in names], QUEUES)
+    # Jobs of 0.3 s: at 0.05 s a loaded run caught the worker between jobs, and the kill proved nothing.
+    _push("slow", [[name, 0.3] for name in names], QUEUES)
     first = workers.start("-c", "6", *QUEUE_ARGS, redis_url=on_cluster.url(), label="killed")
-    wait_until(lambda: len(_counts(on_cluster)) >= 20, 60, "the first worker to be mid-drain")
+    wait_until(lambda: len(_counts(on_cluster)) >= 20 and set(_counts(on_cluster, STARTS)) - set(_counts(on_cluster)),
+               60, "the first worker to be mid-drain, with jobs running")
     first.kill()  # SIGKILL: its in-progress jobs are left where orphan recovery finds them
     started_when_killed = _counts(on_cluster, STARTS)
     unfinished = [name for name in started_when_killed if name not in _counts(on_cluster)]
