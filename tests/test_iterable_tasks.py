@@ -85,7 +85,8 @@ def test_a_task_that_fails_inside_its_loop_retries_after_the_last_item_done(raw_
                "the retry to succeed")
     assert _marks(raw_redis, run) == dict.fromkeys(range(300), 1)  # nothing done twice, nothing skipped
     assert _events(raw_redis, run) == ["segment:1:None", "segment:2:119", "complete:300"]
-    assert api.History.recent(jid=result.id).runs  # the runs are in the history (resumed checked above)
+    # The worker writes its history every flush interval, after the run: wait for it, don't read it at once.
+    wait_until(lambda: api.History.recent(jid=result.id).runs, T, "the runs in the history")
 
 
 @pytest.mark.django_db(transaction=False)
