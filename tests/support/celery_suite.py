@@ -221,8 +221,13 @@ def outcomes(report: Path) -> dict[str, str]:
     found: dict[str, str] = {}
     for case in ElementTree.parse(report).getroot().iter("testcase"):
         parts = case.get("classname", "").split(".")
-        module = next(index for index, part in enumerate(parts) if part.startswith("test_"))
-        nodeid = "::".join([f"{parts[module]}.py", *parts[module + 1:], case.get("name", "")])
+        module = next((index for index, part in enumerate(parts) if part.startswith("test_")), None)
+        if module is None:
+            # Not one of Celery's tests (a crashed process, an error outside any test): named as the report
+            # names it, so the verdict shows it instead of this function raising.
+            nodeid = "::".join(part for part in (case.get("classname", ""), case.get("name", "")) if part)
+        else:
+            nodeid = "::".join([f"{parts[module]}.py", *parts[module + 1:], case.get("name", "")])
         if case.find("failure") is not None or case.find("error") is not None:
             outcome = "failed"
         elif case.find("skipped") is not None:
