@@ -10,7 +10,6 @@ ran with what.
 
 from __future__ import annotations
 
-import json
 import signal
 
 import pytest
@@ -18,15 +17,8 @@ import pytest
 import djwork
 from tests import canvas_jobs as cj
 from tests.helpers_worker import wait_until
+from tests.support.canvas_records import calls, errors
 from tests.support.orphans import logged_identity, recovered_line, wait_orphaned
-
-
-def calls(raw_redis) -> list[str]:
-    return [raw.decode() for raw in raw_redis.lrange(cj.CALLS, 0, -1)]
-
-
-def errors(raw_redis) -> list[dict]:
-    return [json.loads(raw) for raw in raw_redis.lrange(cj.ERRORS, 0, -1)]
 
 
 def test_every_nesting_direction_returns_celerys_values_and_runs_each_task_once(workers, raw_redis):

@@ -9,7 +9,7 @@ import pytest
 import djwork
 from tests import canvas_jobs as cj
 from tests.helpers_worker import wait_until
-from tests.test_canvas_nested_worker import calls
+from tests.support.canvas_records import calls
 
 
 def test_raise_and_return_replace_hand_on_the_replacements_value_inside_and_outside_a_canvas(workers, raw_redis):

@@ -23,7 +23,7 @@ from djwork.redis.key_types import expected_type
 from djwork.worker.limits import run_within
 from tests import limiter_jobs, unique_jobs, worker_jobs
 from tests.helpers_worker import counts, wait_until
-from tests.test_periodic_workers import EVERY_MINUTE, enqueued, fast_clock, overrides
+from tests.support.periodic_clock import EVERY_MINUTE, enqueued, fast_clock, overrides
 
 REPORTED = "djwork:key-guard:reported"
 

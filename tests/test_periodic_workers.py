@@ -10,7 +10,6 @@ state, never for a length of time.
 from __future__ import annotations
 
 import itertools
-import json
 import signal
 from typing import Any
 
@@ -18,32 +17,12 @@ from djwork.periodic.claim import slot_jid
 from djwork.periodic.clock import Clock
 from tests import periodic_jobs
 from tests.helpers_worker import identities, wait_until
-
-SPEED = 20
-MINUTE_MS = 60_000
-EVERY_MINUTE = {"cron": "* * * * *", "job": "tests.periodic_jobs.tick", "name": "every-minute"}
-
-
-def redis_now(raw_redis) -> float:
-    seconds, micros = raw_redis.time()
-    return seconds + micros / 1_000_000
-
-
-def fast_clock(raw_redis, **more: float) -> dict[str, float]:
-    return {"speed": SPEED, "origin": redis_now(raw_redis), **more}
-
-
-def overrides(clock: dict[str, float], *entries: dict[str, Any], **more: Any) -> dict[str, Any]:
-    return {"PERIODIC": list(entries), "TEST_CLOCK": clock, "LOG_JOBS": False, **more}
+from tests.support.periodic_clock import EVERY_MINUTE, MINUTE_MS, enqueued, fast_clock, overrides, redis_now
 
 
 def watermark(raw_redis, entry_id: str) -> int:
     value = raw_redis.hget(f"djwork:periodic:state:{entry_id}", "last_slot")
     return int(value) if value else 0
-
-
-def enqueued(raw_redis) -> list[dict[str, Any]]:
-    return [json.loads(raw) for raw in reversed(raw_redis.lrange("queue:periodic-out", 0, -1))]
 
 
 def leader_worker(raw_redis, started: list) -> Any:

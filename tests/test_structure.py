@@ -348,3 +348,17 @@ def test_the_dashboard_reaches_the_redis_layer_only_through_djwork_api():
     found = [f"{module}, reached by:\n      {path}" for module, path in sorted(seen.items())
              if not module.startswith("djwork_dashboard") and _imports_redis_py(module)]
     assert not found, "the dashboard reaches Redis other than through djwork.api:\n  " + "\n  ".join(found)
+
+
+def test_no_test_module_imports_another():
+    # A test module imported by another runs its module-level code twice and drags its fixtures along (the
+    # F811 redefinitions this suite once had): what tests share lives in tests/support/ or a helpers module.
+    found = []
+    for path in sorted((ROOT / "tests").rglob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [f"{node.module}.{alias.name}" for alias in node.names]
+                     if isinstance(node, ast.ImportFrom) and node.module else [])
+            found += [f"{path.relative_to(ROOT).as_posix()}:{node.lineno} imports {name}"
+                      for name in names if re.search(r"(^|\.)test_\w+", name.removeprefix("tests."))]
+    assert not found, "test modules importing test modules:\n  " + "\n  ".join(found)
