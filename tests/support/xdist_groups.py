@@ -11,11 +11,15 @@ grouped modules out first (largest first), then single tests in collection
 order. Collected alphabetically, the process-starting tests of late modules
 (``test_worker_*``) were still running on one or two workers while the rest
 sat idle; collected slow-first, the short tests fill the gaps at the end.
+Celery's suite, the longest single unit (a few minutes, in one test), is handed out
+before everything else (``LongestFirstScheduling``): started last among the groups, it
+set the run's wall time.
 """
 
 from __future__ import annotations
 
 import pytest
+from xdist.scheduler import LoadGroupScheduling
 
 from tests.support.selection import process_fixtures
 
@@ -30,6 +34,9 @@ SERIAL_GROUPS = {
     "tests.test_celery_suite": "celery-suite",
 }
 BROWSER_PACKAGE = "tests.browser."
+# Handed out before every other unit: the longest single unit of the run. Sorted by its two tests among
+# groups of ten, it started a minute or more in, and the run's wall time was its start plus its own length.
+FIRST_GROUPS = ("celery-suite",)
 
 
 def serial_group(item: pytest.Item) -> str | None:
@@ -83,3 +90,19 @@ def tag_for_loadgroup(item: pytest.Item, group: str) -> None:
     from _pytest.nodeid import coerce_node_id  # pytest >= 9 only: older ones kept xdist's tag
 
     item._id = coerce_node_id(item.nodeid + tag)
+
+
+class LongestFirstScheduling(LoadGroupScheduling):
+    """xdist's loadgroup scheduler, with ``FIRST_GROUPS`` handed out before the rest."""
+
+    def _assign_work_unit(self, node: object) -> None:
+        for group in FIRST_GROUPS:
+            if group in self.workqueue:
+                self.workqueue.move_to_end(group, last=False)
+        super()._assign_work_unit(node)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadGroupScheduling | None:
+    if config.getoption("dist", None) != "loadgroup":
+        return None  # xdist's own choice for any other --dist
+    return LongestFirstScheduling(config, log)
