@@ -33,10 +33,12 @@ from django.utils.module_loading import import_string
 
 from djwork import client, unique
 from djwork import redis as redis_layer
+from djwork.jobs.priority import django_lane
 from djwork.options import OptionError
 from djwork.options import seconds as option_seconds
 from djwork.payload import ArgumentError, build, check_arguments, new_jid
 from djwork.redis import keys
+from djwork.redis.lanes import LANE_FIELD
 from djwork.settings.conf import get_config
 from djwork.tasks_compat import (
     BaseTaskBackend,
@@ -82,7 +84,7 @@ class DjworkBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    supports_priority = False
+    supports_priority = True  # a task's priority picks one of its queue's lanes (docs/priority.md)
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -136,6 +138,9 @@ class DjworkBackend(BaseTaskBackend):
 
         redis_layer.run(write_record, idempotent=True)
         extra: dict[str, Any] = {TASK_FIELD: self.alias}
+        lane = django_lane(task.priority)
+        if lane:  # Django's default priority (0) stays in the queue's own list, payload unchanged
+            extra[LANE_FIELD] = lane
         if self.expires is not None:
             # From when the task is due, as for djwork's own jobs (djwork/jobs/__init__.py).
             extra["expires_at"] = max(at or 0.0, time.time()) + self.expires

@@ -25,7 +25,7 @@ from djwork.client.cluster_unique import take_then_push
 from djwork.client.push_hooks import Pushed, PushHook, Write
 from djwork.options import OptionError
 from djwork.payload import check_json_native, dumps
-from djwork.redis import keys, scripts
+from djwork.redis import keys, lanes, scripts
 from djwork.redis.cluster import is_cluster
 
 UNTIL = ("success", "start")
@@ -179,11 +179,12 @@ class UniquePush(PushHook):
             return None
         jid = payload["jid"]
         ttl = lock_ttl_ms(payload, (later - now) if later is not None else 0.0)
-        target = keys.SCHEDULE if later is not None else keys.queue(queue)
+        lane = lanes.lane_of(payload)
+        target = keys.SCHEDULE if later is not None else lanes.list_key(queue, lane)
         command = ("EVALSHA", scripts.sha("unique_push"), 2, lock, target, jid, ttl, dumps(payload),
                    "" if later is not None else queue, repr(float(later)) if later is not None else "0")
         # Positional: a NamedTuple built with keywords costs a microsecond more, on every unique push.
-        return Write(command, jid, _outcome, "unique_push", queue if later is None else None)
+        return Write(command, jid, _outcome, "unique_push", queue if later is None else None, lane)
 
 
 def _outcome(jid: str, reply: Any) -> Pushed:

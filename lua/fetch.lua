@@ -5,7 +5,12 @@
 -- list (as LMOVE would, a batch at a time), so a process killed mid-job leaves
 -- its work where orphan recovery finds it; basic mode RPOPs (Sidekiq's BRPOP
 -- semantics: a crash loses the job).
--- Paused queues (the `paused` SET) are skipped and reported.
+-- Paused queues (the `paused` SET) are skipped and reported, their lanes with them.
+--
+-- A queue's priority lanes (docs/priority.md) are taken around it: the lanes above its own list first,
+-- highest first, then its own list, then the lanes below it. Only the lanes its lanes SET names are read,
+-- and that SET is one more key in the one EXISTS below: a queue that never had a prioritised job costs
+-- nothing more. A lane found empty is unregistered here (a push registers it again after pushing).
 --
 -- A queue's isolated list holds jobs recovered from dead processes more than
 -- once (reaper.py): at most `isolated` of them are taken per call (the caller
@@ -32,7 +37,8 @@
 --
 -- KEYS[1] = paused SET, KEYS[2] = djwork:orphan-counts HASH, KEYS[3] = djwork:finished-late HASH,
 -- KEYS[4] = djwork:revoked ZSET, KEYS[5] = djwork:result-waiters HASH,
--- KEYS[5+3i-2] = queue:<name_i>, KEYS[5+3i-1] = its in-progress LIST, KEYS[5+3i] = its isolated LIST
+-- KEYS[5+4i-3] = queue:<name_i>, KEYS[5+4i-2] = its in-progress LIST, KEYS[5+4i-1] = its isolated LIST,
+-- KEYS[5+4i] = its lanes SET (the priority lanes that may hold jobs, lua/lane_lib.lua)
 -- ARGV[1] = limit, ARGV[2] = "reliable" | "basic", ARGV[3] = number of acks a,
 -- ARGV[4] = isolated jobs that may be taken, ARGV[4+i] = name_i (i = 1..n, in the order of KEYS),
 -- then a acks, each either a pair (queue index i, raw payload) for a job with no locks and no result,
@@ -45,11 +51,12 @@
 -- {revoked payloads dropped...}}; an index is negative for a job taken from the isolated list.
 --@include drop_lib
 --@include revoke_lib
+--@include lane_lib
 local limit = tonumber(ARGV[1])
 local reliable = ARGV[2] == 'reliable'
 local ack_count = tonumber(ARGV[3])
 local isolated_allowed = tonumber(ARGV[4])
-local queue_count = (#KEYS - 5) / 3
+local queue_count = (#KEYS - 5) / 4
 local broken = {}
 
 local function failed(reply, ...)
@@ -64,14 +71,17 @@ local function failed(reply, ...)
 end
 
 local function in_progress_of(index)
-  return KEYS[5 + 3 * math.abs(index) - 1]
+  return KEYS[5 + 4 * math.abs(index) - 2]
 end
 
 -- One EXISTS over the keys that are nearly always absent (the paused SET, orphan counts, finished-late
--- marks, revokes, every isolated list): while it answers 0, their checks below cost nothing more.
+-- marks, revokes, every isolated list and lanes SET): while it answers 0, their checks below cost nothing more.
 -- Each was a command of its own per call, and inside a script every command has a fixed cost.
 local rare = {KEYS[1], KEYS[2], KEYS[3], KEYS[4]}
-for i = 1, queue_count do rare[#rare + 1] = KEYS[5 + 3 * i] end
+for i = 1, queue_count do
+  rare[#rare + 1] = KEYS[5 + 4 * i - 1]
+  rare[#rare + 1] = KEYS[5 + 4 * i]
+end
 local rare_present = redis.pcall('EXISTS', unpack(rare))
 rare_present = type(rare_present) ~= 'number' or rare_present > 0
 
@@ -124,12 +134,12 @@ local function settle_acks()
   end
 end
 
--- Up to `want` jobs of queue i, oldest first: reliable mode moves them onto its in-progress list, basic
--- mode pops them. The whole batch in three commands, not one LMOVE per job: read the oldest (rightmost)
+-- Up to `want` jobs of `source` (queue i's own list, or one of its lanes), oldest first: reliable mode moves
+-- them onto queue i's in-progress list, basic mode pops them. The whole batch in three commands, not one LMOVE per job: read the oldest (rightmost)
 -- jobs, push them onto the in-progress list in the order LMOVE would have, then cut them off the queue.
 -- A refused push (a key of the wrong type) happens before the cut, so nothing is lost.
-local function take(i, want)
-  local queue_key, in_progress_key = KEYS[5 + 3 * i - 2], KEYS[5 + 3 * i - 1]
+local function take(i, want, source)
+  local queue_key, in_progress_key = source, in_progress_of(i)
   if not reliable then
     local batch = redis.pcall('RPOP', queue_key, want)
     if failed(batch, queue_key) or not batch then return {} end
@@ -146,7 +156,7 @@ end
 
 -- At most one job of queue i's isolated list (reliable mode only), or nil.
 local function take_isolated(i)
-  local isolated_key, in_progress_key = KEYS[5 + 3 * i], KEYS[5 + 3 * i - 1]
+  local isolated_key, in_progress_key = KEYS[5 + 4 * i - 1], in_progress_of(i)
   local payload = redis.pcall('LMOVE', isolated_key, in_progress_key, 'RIGHT', 'LEFT')
   if failed(payload, isolated_key, in_progress_key) then return nil end
   return payload or nil
@@ -186,14 +196,30 @@ for i = 1, queue_count do
         isolated_allowed = isolated_allowed - 1
       end
     end
-    if taken < limit then
-      local batch = take(i, limit - taken)
+    local upper, lower = {}, {}
+    if rare_present and taken < limit then
+      local error
+      upper, lower, error = lanes_registered(KEYS[5 + 4 * i], name)
+      if failed(error, KEYS[5 + 4 * i]) then upper, lower = {}, {} end
+    end
+    local function take_from(source, lane)
+      if taken >= limit then return end
+      local want = limit - taken
+      local batch = take(i, want, source)
       for _, payload in ipairs(batch) do
         fetched[#fetched + 1] = i
         fetched[#fetched + 1] = payload
       end
       taken = taken + #batch
+      -- Fewer than asked for: the lane may be empty now. LLEN says so for sure (a refused move took nothing
+      -- and left the jobs there, which must stay registered).
+      if lane and #batch < want and redis.pcall('LLEN', source) == 0 then
+        redis.pcall('SREM', KEYS[5 + 4 * i], lane[2])
+      end
     end
+    for _, lane in ipairs(upper) do take_from(lane[3], lane) end
+    take_from(KEYS[5 + 4 * i - 3])
+    for _, lane in ipairs(lower) do take_from(lane[3], lane) end
   end
 end
 

@@ -13,13 +13,15 @@
 -- suspect and the bystanders stop climbing towards the poison-pill limit.
 -- KEYS[1] = the in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:beats ZSET,
 -- KEYS[4] = djwork:orphan-counts HASH, KEYS[5] = djwork:inprogress registry SET,
--- KEYS[6] = the queue's isolated LIST
+-- KEYS[6] = the queue's isolated LIST, KEYS[7] = the queue's lanes SET
 -- ARGV[1] = owner identity, ARGV[2] = orphan threshold seconds, ARGV[3] = max orphanings,
--- ARGV[4] = isolate_after (recoveries)
+-- ARGV[4] = isolate_after (recoveries), ARGV[5] = the queue's name
+-- A prioritised job goes back to its lane (docs/priority.md, lua/lane_lib.lua).
 -- Returns {0} if the owner is alive, else {1, requeued count, poison payload...}.
 --@include clock_lib
 --@include job_lib
 --@include locks_lib
+--@include lane_lib
 --@keys PERIODIC_LOCK_PREFIX
 local now = clock_now()
 local beat = redis.call('ZSCORE', KEYS[3], ARGV[1])
@@ -46,7 +48,7 @@ for i = 1, #items do
     redis.call('RPUSH', KEYS[6], items[i])
     requeued = requeued + 1
   else
-    redis.call('RPUSH', KEYS[2], items[i])
+    lane_push('RPUSH', KEYS[2], KEYS[7], ARGV[5], items[i])
     requeued = requeued + 1
   end
   -- A no-overlap periodic run keeps its running lock while it waits to run again: retaken in

@@ -10,26 +10,31 @@
 -- to the queue's isolated list, not the queue: a clean stop must not undo its
 -- isolation (see recover_orphans.lua). Only read here, at shutdown, so
 -- decoding each job costs nothing per fetch.
+-- A prioritised job goes back to its lane (docs/priority.md, lua/lane_lib.lua).
 -- KEYS[1] = in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:orphan-counts HASH,
--- KEYS[4] = the queue's isolated LIST
--- ARGV[1] = isolate_after (recoveries), ARGV[2..] = raw payloads whose ack is pending (removed, not requeued)
+-- KEYS[4] = the queue's isolated LIST, KEYS[5] = the queue's lanes SET
+-- ARGV[1] = isolate_after (recoveries), ARGV[2] = the queue's name,
+-- ARGV[3..] = raw payloads whose ack is pending (removed, not requeued)
 -- Returns the number of jobs requeued.
 --@include job_lib
+--@include lane_lib
 local isolate_after = tonumber(ARGV[1])
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   redis.call('LREM', KEYS[1], -1, ARGV[i])
 end
 local items = redis.call('LRANGE', KEYS[1], 0, -1)
 for i = 1, #items do
-  local target = KEYS[2]
+  local isolated = false
   local jid = job_decode(items[i])
   if jid then
     local count = tonumber(redis.call('HGET', KEYS[3], jid) or '0')
-    if count >= isolate_after then
-      target = KEYS[4]
-    end
+    isolated = count >= isolate_after
   end
-  redis.call('RPUSH', target, items[i])
+  if isolated then
+    redis.call('RPUSH', KEYS[4], items[i])
+  else
+    lane_push('RPUSH', KEYS[2], KEYS[5], ARGV[2], items[i])
+  end
 end
 redis.call('DEL', KEYS[1])
 return #items

@@ -287,7 +287,7 @@ def test_what_runs_a_job_imports_no_feature():
 # listed in djwork/client/push_hooks.py; importing it here would put it back in the client.
 CLIENT_IMPORTS = {
     "djwork.settings.conf", "djwork.exceptions", "djwork.redis.key_reports", "djwork.redis.key_types",
-    "djwork.redis.keys", "djwork.middleware",
+    "djwork.redis.keys", "djwork.redis.lanes", "djwork.middleware",
     "djwork.payload", "djwork.client.push_hooks", "djwork.redis", "djwork.redis.url", "djwork.redis.scripts",
 }
 

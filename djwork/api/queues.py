@@ -1,4 +1,8 @@
-"""Queues: the ``queues`` SET, each ``queue:<name>`` LIST (newest at the left) and the ``paused`` SET."""
+"""Queues: the ``queues`` SET, each ``queue:<name>`` LIST (newest at the left) and the ``paused`` SET.
+
+A queue's size and latency count the jobs waiting in its priority lanes too (docs/priority.md): the
+lanes its ``djwork:lanes:<name>`` SET registers, read only when it registers any.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from djwork.api.clearing import clear_releasing_locks
 from djwork.api.errors import StaleEntry
 from djwork.api.records import JobRecord, Page, text
 from djwork.api.unique_locks import remove_call
-from djwork.redis import key_layout, keys
+from djwork.redis import key_layout, keys, lanes
 
 SCAN_BATCH = 500
 
@@ -23,6 +27,7 @@ class QueueSummary:
     latency: float
     paused: bool
     isolated: int = 0  # jobs recovered twice or more, waiting on djwork:isolated:<name> (not in `size`)
+    prioritised: int = 0  # of `size`, the jobs waiting in the queue's priority lanes (docs/priority.md)
 
 
 class Queue:
@@ -54,21 +59,37 @@ class Queue:
                 pipe.llen(keys.queue(name))
                 pipe.lindex(keys.queue(name), -1)
                 pipe.llen(layout.isolated(name))
+                pipe.smembers(keys.lanes(name))
             return pipe.execute(raise_on_error=False)
 
         replies = access.read(read)
         paused = _paused_names(replies[0])
+        registered = {name: _lane_keys(name, replies[4 + 4 * index]) for index, name in enumerate(names)}
+        # A third round trip only when some queue has lanes registered.
+        in_lanes = access.read(lambda conn: _read_lists(conn, registered)) if any(registered.values()) else {}
         out = []
         for index, name in enumerate(names):
-            size, oldest, isolated = replies[1 + 3 * index:4 + 3 * index]
-            out.append(QueueSummary(name, size if isinstance(size, int) else 0, _latency(oldest), name in paused,
-                                    isolated if isinstance(isolated, int) else 0))
+            size, oldest, isolated = replies[1 + 4 * index:4 + 4 * index]
+            size = size if isinstance(size, int) else 0
+            lane_size, lane_oldest = in_lanes.get(name, (0, 0.0))
+            out.append(QueueSummary(name, size + lane_size, max(_latency(oldest), lane_oldest), name in paused,
+                                    isolated if isinstance(isolated, int) else 0, lane_size))
         return out
 
+    def lane_keys(self) -> list[str]:
+        """The LIST keys of this queue's registered priority lanes, highest lane first (docs/priority.md)."""
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(keys.lanes(self.name))
+                            .execute(raise_on_error=False)[0])
+        return _lane_keys(self.name, reply)
+
     def size(self) -> int:
+        """Jobs waiting: the queue's own list and its priority lanes."""
         reply = access.read(lambda conn: conn.pipeline(transaction=False).llen(self.key)
                             .execute(raise_on_error=False)[0])
-        return reply if isinstance(reply, int) else 0
+        registered = {self.name: self.lane_keys()}
+        lane_size = access.read(lambda conn: _read_lists(conn, registered))[self.name][0] if registered[
+            self.name] else 0
+        return (reply if isinstance(reply, int) else 0) + lane_size
 
     def isolated_size(self) -> int:
         """Jobs of this queue recovered from dead processes twice or more, waiting to run one per process."""
@@ -78,9 +99,14 @@ class Queue:
         return reply if isinstance(reply, int) else 0
 
     def latency(self) -> float:
-        """Seconds since the oldest job (the LIST's right end) was enqueued; 0 if empty or unreadable."""
-        return _latency(access.read(lambda conn: conn.pipeline(transaction=False).lindex(self.key, -1)
-                                    .execute(raise_on_error=False)[0]))
+        """Seconds since the oldest job (a LIST's right end: the queue's own or a lane's) was enqueued; 0 if
+        empty or unreadable."""
+        own = _latency(access.read(lambda conn: conn.pipeline(transaction=False).lindex(self.key, -1)
+                                   .execute(raise_on_error=False)[0]))
+        registered = {self.name: self.lane_keys()}
+        if not registered[self.name]:
+            return own
+        return max(own, access.read(lambda conn: _read_lists(conn, registered))[self.name][1])
 
     def paused(self) -> bool:
         reply = access.read(lambda conn: conn.pipeline(transaction=False).sismember(keys.PAUSED, self.name)
@@ -143,9 +169,40 @@ class Queue:
     def clear(self) -> int:
         """Delete the LIST and drop the name from ``queues`` (Sidekiq's Queue#clear); returns jobs removed.
 
-        The jobs' unique locks are released too (clearing.py), so their copies can be queued again.
+        The jobs' unique locks are released too (clearing.py), so their copies can be queued again. The
+        jobs in the queue's priority lanes go too; the lanes stay registered until a fetch finds them empty
+        (dropping the registration here could drop that of a job pushed meanwhile).
         """
-        return clear_releasing_locks(self.key, self.name)
+        return clear_releasing_locks(self.key, self.name) + sum(
+            clear_releasing_locks(key) for key in self.lane_keys())
+
+
+def _lane_keys(name: str, members: Any) -> list[str]:
+    """The lane LIST keys a lanes SET's ``members`` name, highest lane first (djwork/redis/lanes.py)."""
+    if not isinstance(members, set):
+        return []
+    numbers = {lanes.lane_of({lanes.LANE_FIELD: int(member)}) for member in members
+               if text(member).lstrip("-").isdigit()}
+    return [lanes.list_key(name, lane) for lane in sorted(numbers - {0}, reverse=True)]
+
+
+def _read_lists(conn: Any, registered: dict[str, list[str]]) -> dict[str, tuple[int, float]]:
+    """Per queue: the jobs waiting in its lanes ``registered`` and the latency of the oldest one."""
+    pipe = conn.pipeline(transaction=False)
+    for lane_keys in registered.values():
+        for key in lane_keys:
+            pipe.llen(key)
+            pipe.lindex(key, -1)
+    replies = iter(pipe.execute(raise_on_error=False))
+    out = {}
+    for name, lane_keys in registered.items():
+        size, latency = 0, 0.0
+        for _key in lane_keys:
+            length, oldest = next(replies), next(replies)
+            size += length if isinstance(length, int) else 0
+            latency = max(latency, _latency(oldest))
+        out[name] = (size, latency)
+    return out
 
 
 def _paused_names(reply: Any) -> set[str]:

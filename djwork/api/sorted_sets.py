@@ -28,7 +28,7 @@ from djwork.client import client_chain
 from djwork.dead import INVALID_PAYLOAD_CLASS, ScriptCall, move_to_dead
 from djwork.middleware import run_client_chain
 from djwork.payload import dumps, new_jid
-from djwork.redis import keys
+from djwork.redis import keys, lanes
 from djwork.settings.conf import get_config
 
 ADDRESS = re.compile(r"\A(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)-(.+)\Z", re.DOTALL)
@@ -282,8 +282,9 @@ class JobSet:
             queue = text(payload.get("queue") or queue)
         payload.pop("at", None)  # a stored "at" would schedule the job again (docs/wire.md, check J8)
         payload["enqueued_at"] = time.time()
-        promote_keys = [self.key, keys.queue(queue), keys.QUEUES]
-        promote_args = [entry.job.member, dumps(payload), queue]
+        target, lane = lanes.promote_target(queue, payload)  # a prioritised job to its lane (docs/priority.md)
+        promote_keys = [self.key, *target]
+        promote_args = [entry.job.member, dumps(payload), queue, lane]
         lock = unique.lock_of(payload)
         if lock is not None:
             # A dead job gave its lock up: queued again it takes it back, or a second copy would be accepted.

@@ -22,7 +22,7 @@ from djwork import redis as redis_layer
 from djwork.batches import collect, runtime
 from djwork.batches.status import BatchStatus, read_status
 from djwork.payload import build, check_json_native, dumps
-from djwork.redis import keys
+from djwork.redis import keys, lanes
 
 PENDING_TTL = 30 * 24 * 3600  # a batch that never succeeds is forgotten 30 days after its last add
 LISTING_TTL = PENDING_TTL + 86400  # an entry of the `batches` listing older than this names expired keys
@@ -116,13 +116,14 @@ class Batch:
                 pipe.sadd(keys.batch_jids(self.bid), *collector.jids[start:start + CHUNK])
                 if self.keep_results:
                     pipe.rpush(keys.batch_order(self.bid), *collector.jids[start:start + CHUNK])
-            for queue, raws in collector.queued.items():
+            for (queue, lane), raws in collector.queued.items():
                 for start in range(0, len(raws), CHUNK):
-                    pipe.lpush(keys.queue(queue), *raws[start:start + CHUNK])
+                    for command in lanes.push_commands(queue, lane, raws[start:start + CHUNK]):
+                        pipe.execute_command(*command)
             if collector.scheduled:
                 pipe.zadd(keys.SCHEDULE, {raw: score for score, raw in collector.scheduled})
             if collector.queued:
-                pipe.sadd(keys.QUEUES, *collector.queued)
+                pipe.sadd(keys.QUEUES, *dict.fromkeys(queue for queue, _lane in collector.queued))
             for key in (head, keys.batch_jids(self.bid), keys.batch_order(self.bid)):
                 pipe.expire(key, PENDING_TTL)
             if first and count == 0:

@@ -16,6 +16,7 @@ from typing import Any
 
 from djwork.client.push_hooks import Pushed, PushHook
 from djwork.payload import dumps
+from djwork.redis import lanes
 
 _current: ContextVar[Collector | None] = ContextVar("djwork_batch_collector", default=None)
 
@@ -26,7 +27,8 @@ class Collector:
     def __init__(self, bid: str) -> None:
         self.bid = bid
         self.jids: list[str] = []
-        self.queued: dict[str, list[str]] = {}  # queue name -> raw payloads, LPUSH order
+        # (queue name, lane) -> raw payloads, LPUSH order (djwork/redis/lanes.py)
+        self.queued: dict[tuple[str, int], list[str]] = {}
         self.scheduled: list[tuple[float, str]] = []  # (run-at epoch, raw payload)
 
     def stamp(self, payload: dict[str, Any]) -> None:
@@ -44,7 +46,7 @@ class Collector:
         if later is not None:
             self.scheduled.append((float(later), raw))
         else:
-            self.queued.setdefault(queue, []).append(raw)
+            self.queued.setdefault((queue, lanes.lane_of(payload)), []).append(raw)
         self.jids.append(payload["jid"])
         return payload["jid"]
 

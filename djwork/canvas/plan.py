@@ -31,7 +31,7 @@ from djwork.batches import collect
 from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
 from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
 from djwork.payload import build, dumps
-from djwork.redis import keys
+from djwork.redis import keys, lanes
 from djwork.results.record import PAYLOAD_FIELD
 
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
@@ -221,9 +221,10 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
             for key in (head, keys.batch_jids(plan.bid), keys.batch_order(plan.bid)):
                 pipe.expire(key, PENDING_TTL)
         for collector in collectors:
-            for queue, raws in collector.queued.items():
+            for (queue, lane), raws in collector.queued.items():
                 for start in range(0, len(raws), CHUNK):
-                    pipe.lpush(keys.queue(queue), *raws[start:start + CHUNK])
+                    for command in lanes.push_commands(queue, lane, raws[start:start + CHUNK]):
+                        pipe.execute_command(*command)
                 pipe.sadd(keys.QUEUES, queue)
             if collector.scheduled:
                 pipe.zadd(keys.SCHEDULE, {raw: score for score, raw in collector.scheduled})

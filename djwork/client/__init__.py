@@ -31,7 +31,7 @@ from djwork.client.push_hooks import HookSteps, Pushed, Write, steps_for
 from djwork.exceptions import RedisUnavailable
 from djwork.middleware import resolve_all, run_client_chain
 from djwork.payload import dumps
-from djwork.redis import key_reports, keys, scripts
+from djwork.redis import key_reports, keys, lanes, scripts
 from djwork.redis.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 from djwork.redis.url import public_location
 from djwork.settings.conf import Config, get_config
@@ -207,7 +207,8 @@ def _send_plain(payload: dict[str, Any], queue: str, later: float | None) -> Pus
         replies = _write([command], [payload["jid"]])
         _raise_push_error(replies[0], command)
         return Pushed(payload["jid"])
-    commands = [("LPUSH", keys.queue(queue), raw), ("SADD", keys.QUEUES, queue)]
+    # A prioritised job goes to its lane, registered after the push (djwork/redis/lanes.py).
+    commands = [*lanes.push_commands(queue, lanes.lane_of(payload), [raw]), ("SADD", keys.QUEUES, queue)]
     replies = _write(commands, [payload["jid"]])
     _raise_push_error(replies[0], commands[0])
     _check_listing_replies(replies[1:], f"SADD queues {queue}")
@@ -218,6 +219,7 @@ def _send_write(write: Write) -> Pushed:
     """A feature's own write of one push, its queue listed in the same round trip."""
     commands = [write.command]
     if write.listed is not None:
+        commands.extend(lanes.push_commands(write.listed, write.lane, [])[1:])
         commands.append(("SADD", keys.QUEUES, write.listed))
     replies = _write_scripts(commands, [write.jid], {0: write.script} if write.script else {})
     _raise_push_error(replies[0], write.command)
@@ -251,7 +253,7 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     config = get_config()
     steps, chain = push_plan(config)
     now = time.time()
-    by_queue: dict[str, list[str]] = {}
+    by_queue: dict[tuple[str, int], list[str]] = {}  # (queue, lane) -> payloads
     scheduled: dict[str, float] = {}
     writes: list[Write] = []
     outcomes: list[Pushed | Write] = []  # a Write's outcome comes with the round trip's reply
@@ -274,7 +276,7 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
         if later is not None:
             scheduled[dumps(payload)] = float(later)
         else:
-            by_queue.setdefault(queue, []).append(dumps(payload))
+            by_queue.setdefault((queue, lanes.lane_of(payload)), []).append(dumps(payload))
         plain_jids.append(payload["jid"])
         outcomes.append(Pushed(payload["jid"]))
     written = iter(_send_bulk(by_queue, scheduled, writes, plain_jids) if by_queue or scheduled or writes else ())
@@ -285,13 +287,14 @@ def push_bulk_reporting(payloads: Iterable[dict[str, Any]], *, at: float | None 
     return pushed
 
 
-def _send_bulk(by_queue: dict[str, list[str]], scheduled: dict[str, float], writes: list[Write],
+def _send_bulk(by_queue: dict[tuple[str, int], list[str]], scheduled: dict[str, float], writes: list[Write],
                plain_jids: list[str]) -> list[Pushed]:
     """One round trip for a push_bulk: one LPUSH per queue, one ZADD, the features' writes, one SADD.
 
     Returns the features' writes' outcomes, in order.
     """
-    commands: list[tuple[Any, ...]] = [("LPUSH", keys.queue(queue), *raws) for queue, raws in by_queue.items()]
+    commands: list[tuple[Any, ...]] = [("LPUSH", lanes.list_key(queue, lane), *raws)
+                                       for (queue, lane), raws in by_queue.items()]
     if scheduled:
         commands.append(("ZADD", keys.SCHEDULE, *(part for raw, score in scheduled.items()
                                                    for part in (repr(score), raw))))
@@ -299,8 +302,12 @@ def _send_bulk(by_queue: dict[str, list[str]], scheduled: dict[str, float], writ
     # Each feature write in a step of its own, in call order: a unique job's second copy in the same call
     # meets the first one's lock.
     commands.extend(write.command for write in writes)
-    listed = {**dict.fromkeys(by_queue),
+    # Each lane registered after its push (djwork/redis/lanes.py): with the listings, after every write.
+    registered = [command for queue, lane in [*by_queue, *((write.listed, write.lane) for write in writes)]
+                  if lane and queue is not None for command in lanes.push_commands(queue, lane, [])[1:]]
+    listed = {**dict.fromkeys(queue for queue, _lane in by_queue),
               **dict.fromkeys(sorted({write.listed for write in writes if write.listed is not None}))}
+    commands.extend(registered)
     if listed:
         commands.append(("SADD", keys.QUEUES, *listed))
     script_of = {plain + index: write.script for index, write in enumerate(writes) if write.script}

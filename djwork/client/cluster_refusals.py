@@ -17,7 +17,9 @@ from djwork.redis.cluster import is_cluster
 from djwork.settings.conf import get_config
 
 # payload field -> the feature that field asks for
-REFUSED_FIELDS = {"bid": "a batch (or a canvas built on batches)"}
+REFUSED_FIELDS = {"bid": "a batch (or a canvas built on batches)",
+                  # Lanes are lists outside the queue's hash tag, which a cluster's fetch can't reach in one step.
+                  "lane": "a priority (a lane of its queue, docs/priority.md)"}
 
 
 class RefuseOnCluster(PushHook):

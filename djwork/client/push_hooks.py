@@ -66,6 +66,7 @@ class Write(NamedTuple):
     outcome: Callable[[str, Any], Pushed]  # (jid, the command's reply) -> the push's outcome; never an error reply
     script: str | None = None  # the Lua script an EVALSHA command runs: re-sent as EVAL when Redis says NOSCRIPT
     listed: str | None = None  # the queue to add to `queues` in the same round trip (None: a scheduled push)
+    lane: int = 0  # the lane of `listed` the write pushed to, registered after it (djwork/redis/lanes.py)
 
 
 class PushHook:

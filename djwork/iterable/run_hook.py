@@ -24,7 +24,7 @@ from djwork import redis as redis_layer
 from djwork.iterable import state
 from djwork.iterable.job import IterableJob
 from djwork.iterable.walk import Interrupted, RunSlot, worker_run
-from djwork.redis import keys, scripts
+from djwork.redis import keys, lanes, scripts
 from djwork.tasks_compat import DjangoTask
 from djwork.worker.run_hooks import OK, RESCHEDULED, JobRun, RunHook
 
@@ -74,10 +74,13 @@ class IterableRun(RunHook):
             return True  # pushed back by the shutdown requeue already
         queue_key = keys.queue(unit.queue)
         if unit.in_progress_key:
-            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [unit.in_progress_key, queue_key],
-                                                          [unit.raw]), idempotent=True)
+            # A prioritised job back to its lane (docs/priority.md).
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [
+                unit.in_progress_key, queue_key, keys.lanes(unit.queue)], [unit.raw, unit.queue]), idempotent=True)
         else:  # basic fetch: the job left Redis when it was fetched
-            redis_layer.run(lambda conn: conn.rpush(queue_key, unit.raw))
+            lane = lanes.lane_of_raw(unit.raw)
+            redis_layer.run(lambda conn: redis_layer.exchange_on(
+                conn, lanes.push_commands(unit.queue, lane, [unit.raw], "RPUSH")))
         return True
 
     def after(self, run: JobRun, error: BaseException | None) -> None:

@@ -36,6 +36,7 @@ from djwork import options as enqueue_options
 from djwork import unique
 from djwork.client.cluster_refusals import refuse_limits_on_cluster
 from djwork.jobs import decorator_options as job_options
+from djwork.jobs import priority as job_priority
 from djwork.jobs.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
 from djwork.jobs.task_class import HOOKS, MaxRetriesExceededError, Request, Retry, Task
 from djwork.limiter.job_limits import job_limits
@@ -121,6 +122,8 @@ class Job(Task, Enqueueing):
                 "soft_time_limit": soft_time_limit, "time_limit": time_limit,
             }.items() if value is not None
         }
+        # A job's own priority (the decorator's or its class's) is each call's default (docs/priority.md).
+        self.options.update(job_priority.celery_fields(option["priority"]))
         job_options.check_payload_options(self.options, self.name)
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)  # a local: job.signature() is the canvas verb (djwork/canvas)
@@ -249,6 +252,7 @@ class Job(Task, Enqueueing):
                 enqueue_options.check_time_limits(extra, self.name)
         else:
             extra = dict(self.options)
+        job_priority.settle_lane(extra)
         if retry is not None:
             retry = job_options.check_retry(retry, self.name)
         uniqueness = unique.for_call(self.uniqueness, self.name, unique_for, unique_until)

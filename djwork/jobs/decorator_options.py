@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from djwork import options as enqueue_options
+from djwork.jobs import priority as job_priority
 from djwork.jobs.enqueue import ABSOLUTE_EPOCH_THRESHOLD
 from djwork.payload import check_arguments
 
@@ -46,7 +47,7 @@ def collect(cls: type, where: str, given: dict[str, Any]) -> dict[str, Any]:
     merged = {key: given[key] if key in given else getattr(cls, key) for key in CLASS_DEFAULTS}
     merged.update({key: given[key] for key in DECORATOR_ONLY if key in given})
     check_serializer(merged["serializer"], where)
-    check_priority(merged["priority"], where)
+    job_priority.check_celery_priority(merged["priority"], where)
     merged["retry_kwargs"] = check_retry_kwargs(merged["retry_kwargs"], where)
     for option in ("autoretry_for", "dont_autoretry_for"):
         merged[option] = exception_classes(merged[option], where, option)
@@ -72,13 +73,6 @@ def check_serializer(value: Any, where: str) -> None:
         raise enqueue_options.OptionError(
             f"{where}: serializer={value!r} is not supported: djwork writes JSON only (Sidekiq's payload), "
             "so pass arguments JSON can carry (ids, not objects)")
-
-
-def check_priority(value: Any, where: str) -> None:
-    if value is not None:
-        raise enqueue_options.OptionError(
-            f"{where}: priority={value!r} is not supported: djwork's queues are first in, first out. Put urgent "
-            "jobs on a queue of their own (queue='high') and list it first (runworkers -q high -q default)")
 
 
 def check_retry_kwargs(value: Any, where: str) -> dict[str, Any]:
@@ -108,9 +102,10 @@ def exception_classes(value: Any, where: str, option: str) -> tuple[type[BaseExc
 def call_options(options: dict[str, Any], where: str, jid: str | None) -> tuple[str | None, dict[str, Any]]:
     """Take Celery's call options out of ``options``: the jid to use, and the payload fields they add.
 
-    ``task_id`` is the jid; ``priority`` (other than None) and a serializer other than JSON are
-    refused; ``retry_policy`` is accepted and has no effect (a write is never re-sent after it was
-    sent, djwork/client/__init__.py); ``headers`` (JSON values) ride in the payload, read as ``self.request.headers``.
+    ``task_id`` is the jid; ``priority`` (0..9, Celery-on-Redis's numbers) puts the job in one of its
+    queue's lanes (docs/priority.md); a serializer other than JSON is refused; ``retry_policy`` is accepted
+    and has no effect (a write is never re-sent after it was sent, djwork/client/__init__.py);
+    ``headers`` (JSON values) ride in the payload, read as ``self.request.headers``.
     """
     fields: dict[str, Any] = {}
     if "task_id" in options:
@@ -120,7 +115,7 @@ def call_options(options: dict[str, Any], where: str, jid: str | None) -> tuple[
                 raise enqueue_options.OptionError(f"{where}: task_id {task_id!r} and jid {jid!r} disagree")
             jid = task_id
     if "priority" in options:
-        check_priority(options.pop("priority"), where)
+        fields.update(job_priority.celery_fields(job_priority.check_celery_priority(options.pop("priority"), where)))
     if "serializer" in options:
         check_serializer(options.pop("serializer"), where)
     options.pop("retry_policy", None)

@@ -17,6 +17,7 @@ from typing import Any
 
 from djwork import options as enqueue_options
 from djwork.jobs import decorator_options as job_options
+from djwork.jobs import priority as job_priority
 from djwork.jobs.decorator_options import check_ignore_result, check_payload_options, check_retry
 from djwork.jobs.enqueue import PAYLOAD_OPTIONS, Enqueueing, JobRef
 from djwork.payload import build, check_arguments
@@ -53,6 +54,7 @@ class NamedJob(Enqueueing):
             raise TypeError(f"send_task {self.name}: unknown option(s) {sorted(unknown)}")
         check_payload_options(options, self.name)
         extra.update(options)
+        job_priority.settle_lane(extra)
         at = enqueue_options.run_at(eta, countdown, self.name)
         if expires is not None:
             extra["expires_at"] = enqueue_options.expires_at(expires, at, self.name)

@@ -78,7 +78,11 @@ class Request:
 
     @property
     def delivery_info(self) -> dict[str, Any]:
-        return {"routing_key": self.queue, "exchange": "", "priority": None, "is_eager": self.is_eager,
+        # The Celery priority the job was sent with (docs/priority.md), None when it was sent without one.
+        priority = self.payload.get("priority")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            priority = None
+        return {"routing_key": self.queue, "exchange": "", "priority": priority, "is_eager": self.is_eager,
                 "redelivered": None}
 
     @property

@@ -110,6 +110,8 @@ BOUNDS: tuple[KeyBound, ...] = (
     KeyBound("djwork:beats", PROCESS, cap="removed on a clean stop or by orphan recovery"),
     KeyBound("djwork:orphan-counts", JOB, cap="a job's field is deleted at its ack or death"),
     KeyBound("djwork:isolated:<queue>", JOB, cap="each job leaves it when taken"),
+    KeyBound("djwork:lane:<queue>|<lane>", JOB, cap="each job leaves it when taken"),
+    KeyBound("djwork:lanes:<queue>", QUEUE, cap="19 lane numbers at most; a lane leaves it when a fetch empties it"),
     KeyBound("djwork:finished-late", JOB, ttl="7 days from the last write", cap="a field is deleted when a fetch "
              "drops the copy"),
     # A cluster's per-queue companions (docs/cluster.md, Keys): the same bounds as their single-server names.

@@ -35,6 +35,15 @@ class Layout:
         """One server keeps every queue's counters in one hash; a cluster one per queue, in its slot."""
         return keys.cluster_orphan_counts(queue_name) if self.cluster else keys.ORPHAN_COUNTS
 
+    def lanes(self, queue_name: str) -> str:
+        """The queue's lanes SET (docs/priority.md). A cluster has no lanes (a priority is refused there): its
+        scripts get the queue's own key in that place, a key of the queue's slot they never write as a SET."""
+        return keys.queue(queue_name) if self.cluster else keys.lanes(queue_name)
+
+    def lane_name(self, queue_name: str) -> str:
+        """The name lane keys are built from in Lua (lua/lane_lib.lua); '' on a cluster: no lanes."""
+        return "" if self.cluster else queue_name
+
     def finished_late(self, queue_name: str) -> str:
         return keys.cluster_finished_late(queue_name) if self.cluster else keys.FINISHED_LATE
 

@@ -64,6 +64,8 @@ PREFIX_TYPES: tuple[tuple[str, str], ...] = (
     (keys.RESULT_NOTIFY_PREFIX, "list"),
     (keys.RESULT_WAITER_PREFIX, "hash"),
     (keys.ISOLATED_PREFIX, "list"),
+    (keys.LANE_PREFIX, "list"),
+    (keys.lanes(""), "set"),
     # Limiters' keys (a limiter's state key is a HASH or a ZSET by kind, so it is not placed).
     (keys.LIMITER_PREFIX, "hash"),
     (keys.limiter_stats(""), "hash"),

@@ -2,8 +2,7 @@
 
 Sidekiq 7's layout (docs/wire.md, Keys) for everything Sidekiq defines; Sidekiq Pro's and Enterprise's
 own names for the features they define (so their tools and ours read the same keys); a ``djwork:`` prefix
-for the rest; a Redis Cluster's hash-tagged companions at the end. No module builds a key string itself.
-docs/keys.md mirrors this table.
+for the rest; a Redis Cluster's hash-tagged companions at the end. No module builds a key. docs/keys.md mirrors it.
 """
 
 from __future__ import annotations
@@ -28,22 +27,20 @@ STAT_EXPIRED = "djwork:stat:expired"  # STRING integer, INCRBY: jobs dropped unr
 BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
 ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
 DEAD_BYTES = "djwork:dead-bytes"  # STRING integer: bytes of the `dead` members djwork filed (lua/dead_lib.lua)
-# HASH jid -> epoch seconds: jobs that finished after their process's shutdown
-# deadline pushed them back and whose copy had already left the queue; a fetch
-# or take that meets such a copy drops it instead of running the job again.
+# HASH jid -> epoch seconds: jobs that finished after their process's shutdown deadline pushed them back and
+# whose copy had already left the queue; a fetch or take that meets such a copy drops it instead of running it.
 FINISHED_LATE = "djwork:finished-late"
 ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than once, one per process at a time
+LANE_PREFIX = "djwork:lane:"  # + <name>|<n>: LIST of a queue's jobs in priority lane n (docs/priority.md)
 HISTORY = "djwork:history"  # STREAM of executions, one entry per flush of <= 200 runs, capped in runs
 ITERATION_PREFIX = "djwork:iteration:"  # STRING JSON: an iterable job's cursor and progress, TTL ITERABLE_STATE_TTL
 RESULT_PREFIX = "djwork:result:"  # HASH result record (Django Tasks and Celery-style fields), TTL RESULT_TTL
 RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting AsyncResult.get(), EXPIRE 60 s
-# HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);
-# EXPIRE 60 s, renewed by every waiter, so the fields of waiters gone away do not stay.
+# HASH jid -> its notify LIST key, for a waiting get() (the writer pushes it, drops the field); EXPIRE 60 s renewed
 RESULT_WAITERS = "djwork:result-waiters"
 RESULT_WAITER_PREFIX = "djwork:result-waiter:"  # + {djwork:result:<jid>}: a cluster's RESULT_WAITERS, one per job
 # ZSET jid -> epoch seconds until which the revoke holds; the key's EXPIRE is RESULT_TTL from the last revoke.
 REVOKED = "djwork:revoked"
-
 STATS_TTL = 5 * 365 * 24 * 3600  # per-day stat keys live five years (Sidekiq's STATS_TTL)
 PROCESS_TTL = 60  # identity hash, work hash, signal list
 
@@ -51,6 +48,14 @@ PROCESS_TTL = 60  # identity hash, work hash, signal list
 def isolated(queue_name: str) -> str:
     """LIST of a queue's jobs recovered from dead processes more than once (reaper.py, fetch.lua)."""
     return f"{ISOLATED_PREFIX}{queue_name}"
+
+
+def lane(queue_name: str, lane_number: str) -> str:  # lane_number: -9..9 but 0, as text
+    return f"{LANE_PREFIX}{queue_name}|{lane_number}"
+
+
+def lanes(queue_name: str) -> str:  # SET of the queue's lanes that may hold jobs, registered at push
+    return f"djwork:lanes:{queue_name}"
 
 
 QUEUE_PREFIX = "queue:"
@@ -98,8 +103,7 @@ IN_PROGRESS_PREFIX = "djwork:inprogress:"
 
 
 def in_progress(identity: str, queue_name: str) -> str:
-    """LIST ``djwork:inprogress:<identity>|<queue>``: jobs this process fetched and has not acked; one per
-    (process, queue), so recovery knows each job's queue and a script gets every key it touches in KEYS."""
+    """LIST ``djwork:inprogress:<identity>|<queue>``: jobs fetched, not acked; one per process and queue."""
     return f"{IN_PROGRESS_PREFIX}{identity}|{queue_name}"
 
 
@@ -133,8 +137,7 @@ def result_notify(result_id: str) -> str:
 QUARANTINE_PREFIX = "djwork:quarantine:"  # + <key>:<ms>:<random>: a key that held the wrong type, EXPIRE 30 days
 QUARANTINE_INDEX = "djwork:quarantine"  # ZSET copy name -> ms it was moved (5 copies per key kept at most)
 QUARANTINE_TTL = 30 * 24 * 3600
-# ZSET key -> ms it was last reported: a key a WRONGTYPE was met on (by a client, a script, a
-# worker), for a worker's key guard to check and move aside within seconds; capped at 1,000.
+# ZSET key -> ms last reported: a key a WRONGTYPE was met on, for a worker's key guard to move aside; cap 1,000.
 KEY_GUARD_REPORTED = "djwork:key-guard:reported"
 # + <random>: a queue or sorted set a clear moved aside while it releases its jobs' locks; EXPIRE 1 day
 CLEARING_PREFIX = "djwork:clearing:"
@@ -350,7 +353,6 @@ def saved_group(group_id: str) -> str:
     return f"{SAVED_GROUP_PREFIX}{group_id}"
 
 
-
 # --- Redis Cluster (docs/cluster.md, Keys) ------------------------------------------
 # A Lua script or MULTI may touch one hash slot only. ``queue:<name>`` has no braces and hashes whole, so
 # a companion whose name holds ``{queue:<name>}`` shares its slot without the queue (Sidekiq's name) being
@@ -381,8 +383,7 @@ PUSHED_HORIZON = 3600  # seconds a push_once remembers a jid: longer than any mo
 
 
 def pushed(queue_name: str) -> str:
-    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when it pushed onto the queue (lua/push_once.lua), trimmed
-    by age: what makes the first half of a cluster's two-step move (push, then remove) safe to repeat."""
+    """ZSET ``djwork:pushed:{queue:<name>}``: move -> when pushed (lua/push_once.lua): a cluster's move, repeatable."""
     return f"{PUSHED_PREFIX}{{{QUEUE_PREFIX}{queue_name}}}"
 
 

@@ -1,18 +1,13 @@
 """Fetching jobs: reliable (the default) or basic, through one Lua round trip per batch.
 
-Reliable fetch LMOVEs each job from ``queue:<name>`` into this process's
-in-progress list for that queue; an ack removes it. Acks are buffered and
-ride on the next fetch (``fetch.lua`` settles them before it takes more), so
-a busy worker makes well under one round trip per job. A process killed
-mid-job leaves its jobs on its in-progress lists, where orphan recovery
-(reaper.py) finds them once its heartbeat stops.
-
-Basic fetch RPOPs instead (Sidekiq OSS's BRPOP semantics): no in-progress
-list, so a crash loses what was running. Kept for parity, not recommended.
-
-When the queues are empty, queue takers (takers.py) block on them and take
-the job that lands, straight into the in-progress list (BLMOVE), as
-atomically as fetch.lua does.
+Reliable fetch moves each job from ``queue:<name>`` (or from one of the queue's priority lanes,
+docs/priority.md) into this process's in-progress list for that queue; an ack removes it. Acks are
+buffered and ride on the next fetch (``fetch.lua`` settles them before it takes more), so a busy worker
+makes well under one round trip per job. A process killed mid-job leaves its jobs on its in-progress
+lists, where orphan recovery (reaper.py) finds them once its heartbeat stops. Basic fetch RPOPs instead
+(Sidekiq OSS's BRPOP semantics): a crash loses what was running; kept for parity, not recommended.
+When the queues are empty, queue takers (takers.py) block on them and take the job that lands,
+straight into the in-progress list (BLMOVE), as atomically as fetch.lua does.
 """
 
 from __future__ import annotations
@@ -25,7 +20,7 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.payload import StoredPayload, stored_payload
-from djwork.redis import key_layout, keys, scripts
+from djwork.redis import key_layout, keys, lanes, scripts
 from djwork.results import revoke_events
 from djwork.settings.conf import Capsule
 from djwork.worker.isolation import IsolationGate
@@ -116,6 +111,9 @@ class Fetcher:
         self.in_progress_keys = [layout.in_progress(identity, name) for name in self.queue_names]
         self.isolated_keys = [layout.isolated(name) for name in self.queue_names]
         self.orphan_counts_keys = [layout.orphan_counts(name) for name in self.queue_names]
+        # Each queue's priority lanes (docs/priority.md): its lanes SET, and the name lane keys are built from.
+        self.lanes_keys = [layout.lanes(name) for name in self.queue_names]
+        self.lane_names = [layout.lane_name(name) for name in self.queue_names]
         self.isolation = isolation or IsolationGate()
         # Told of a key a fetch found of the wrong type (the key guard moves it aside).
         self.on_broken_key: Callable[[str, str], bool] | None = None
@@ -156,6 +154,7 @@ class Fetcher:
             layout.append(self.queue_keys[index - 1])
             layout.append(self.in_progress_keys[index - 1])
             layout.append(self.isolated_keys[index - 1])
+            layout.append(self.lanes_keys[index - 1])
         return layout
 
     def fetch(self, limit: int, acks: list[Ack]) -> list[UnitOfWork]:
@@ -208,13 +207,7 @@ class Fetcher:
             raise
         order = sent.order
         self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused} if paused else set()
-        if broken:
-            self._report_broken(broken)
-        for jid in skipped:
-            logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
-                           "shutdown deadline had pushed it back", _text(jid))
-        if revoked:  # payloads: a log line and task_revoked each
-            revoke_events.dropped(revoked, self.identity)
+        self.report_drops(broken, skipped, revoked)
         work = []
         isolated_taken = 0
         reliable = self.reliable
@@ -232,6 +225,16 @@ class Fetcher:
             ))
         self.isolation.settle(sent.isolated_allowed, isolated_taken)
         return work
+
+    def report_drops(self, broken: list[Any], skipped: list[Any], revoked: list[Any]) -> None:
+        """Say what a fetch.lua call found broken or dropped (a finished-late copy, a revoked job)."""
+        if broken:
+            self._report_broken(broken)
+        for jid in skipped:
+            logger.warning("djwork: dropped a copy of job %s: it already finished after its process's "
+                           "shutdown deadline had pushed it back", _text(jid))
+        if revoked:  # payloads: a log line and task_revoked each
+            revoke_events.dropped(revoked, self.identity)
 
     def _report_broken(self, broken: list[Any]) -> None:
         """Log a key a fetch found of the wrong type (at most once a minute) and hand it to the key guard."""
@@ -273,8 +276,8 @@ class Fetcher:
                 count += int(scripts.evaluate(
                     conn, "requeue",
                     [self.in_progress_keys[index - 1], self.queue_keys[index - 1],
-                     self.orphan_counts_keys[index - 1], self.isolated_keys[index - 1]],
-                    [ISOLATE_AFTER_RECOVERIES, *by_queue.get(index, [])],
+                     self.orphan_counts_keys[index - 1], self.isolated_keys[index - 1], self.lanes_keys[index - 1]],
+                    [ISOLATE_AFTER_RECOVERIES, self.lane_names[index - 1], *by_queue.get(index, [])],
                 ))
             return count
 
@@ -341,7 +344,8 @@ class Fetcher:
         Not replayed blindly: a replay after "removed" would mark a job that
         no one will fetch, which only costs a hash field until it expires.
         """
-        script_keys = [keys.queue(unit.queue), self.isolated_keys[unit.queue_index - 1],
+        lane = lanes.lane_of_raw(unit.raw) if self.lane_names[0] else 0  # its copy went back to its lane
+        script_keys = [lanes.list_key(unit.queue, lane), self.isolated_keys[unit.queue_index - 1],
                        unit.in_progress_key or "", self.layout.finished_late(unit.queue),
                        self.orphan_counts_keys[unit.queue_index - 1]]
         outcome = redis_layer.run(lambda conn: scripts.evaluate(
@@ -358,7 +362,8 @@ class Fetcher:
         def run(conn: Any) -> int:
             pipe = conn.pipeline(transaction=True)
             for unit in unfinished:
-                pipe.rpush(self.queue_keys[unit.queue_index - 1], unit.raw)
+                for command in lanes.push_commands(unit.queue, lanes.lane_of_raw(unit.raw), [unit.raw], "RPUSH"):
+                    pipe.execute_command(*command)
             pipe.execute()
             return len(unfinished)
 

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from djwork import redis as redis_layer
-from djwork.redis import keys
+from djwork.redis import keys, lanes
 from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.leader import Leader
@@ -71,23 +71,43 @@ def read_sample(conn: Any) -> dict[str, int]:
     for name in queue_names:
         pipe.llen(keys.queue(name))
         pipe.lindex(keys.queue(name), -1)
+        pipe.smembers(keys.lanes(name))
     for identity in identities:
         pipe.hmget(keys.process(identity), "busy", "concurrency", "info")
     replies = pipe.execute(raise_on_error=False)
     now = time.time()
     sample = {"retry": _int(retry), "dead": _int(dead), "scheduled": _int(scheduled), "processes": 0,
               "busy": 0, "concurrency": 0}
+    # A queue's priority lanes count in its size and latency (docs/priority.md): read in one more round
+    # trip, only when some queue has lanes registered.
+    lane_keys = {name: [lanes.list_key(name, int(_text(member))) for member in replies[3 * index + 2]
+                        if _text(member).lstrip("-").isdigit() and int(_text(member))]
+                 for index, name in enumerate(queue_names) if isinstance(replies[3 * index + 2], set)}
+    lane_replies = iter(_read_lanes(conn, lane_keys) if any(lane_keys.values()) else ())
     for index, name in enumerate(queue_names):
-        size, oldest = replies[2 * index], replies[2 * index + 1]
-        sample[f"q|{name}|size"] = _int(size)
-        sample[f"q|{name}|lat"] = oldest_age_ms(oldest, now)
-    for reply in replies[2 * len(queue_names):]:
+        size, oldest = _int(replies[3 * index]), oldest_age_ms(replies[3 * index + 1], now)
+        for _key in lane_keys.get(name, ()):
+            size += _int(next(lane_replies))
+            oldest = max(oldest, oldest_age_ms(next(lane_replies), now))
+        sample[f"q|{name}|size"] = size
+        sample[f"q|{name}|lat"] = oldest
+    for reply in replies[3 * len(queue_names):]:
         if not isinstance(reply, list) or reply[2] is None:
             continue  # an identity whose hash expired: a dead process nobody pruned yet
         sample["processes"] += 1
         sample["busy"] += _int(reply[0])
         sample["concurrency"] += _int(reply[1])
     return sample
+
+
+def _read_lanes(conn: Any, lane_keys: dict[str, list[str]]) -> list[Any]:
+    """LLEN and the oldest job of each lane LIST, in ``lane_keys`` order."""
+    pipe = conn.pipeline(transaction=False)
+    for keys_of_queue in lane_keys.values():
+        for key in keys_of_queue:
+            pipe.llen(key)
+            pipe.lindex(key, -1)
+    return pipe.execute(raise_on_error=False)
 
 
 def write_sample(conn: Any, sample: dict[str, int], now: dt.datetime) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.payload import StoredPayload, stored_payload
-from djwork.redis import keys, scripts
+from djwork.redis import keys, lanes, scripts
 from djwork.redis.key_types import WrongTypeKey
 from djwork.worker.fetch import Fetcher, UnitOfWork
 
@@ -30,6 +30,11 @@ class QueueTaker:
         self.connection: Any = None
         self.client_id: int | None = None
         self.wrong_type_streak = False  # failing on a key of the wrong type: logged once per streak
+        # The queue has priority lanes registered (docs/priority.md), as the last take saw: each take then
+        # starts with a non-blocking fetch.lua over the lanes and the queue, highest lane first. True at
+        # first, so jobs already waiting in lanes are not passed over by the first blocking take.
+        self.lanes_seen = True
+        self.lanes_key = fetcher.lanes_keys[queue_index - 1]
         self._lock = threading.Lock()
 
     def connect(self) -> int:
@@ -51,16 +56,24 @@ class QueueTaker:
 
         The paused check rides in the same round trip and runs after the take,
         so it sees a pause that began while we were blocked.
+
+        While the queue has priority lanes, the queue's lanes and own list are looked at first without
+        blocking (``Fetcher.take_one``); only when all are empty does the take block, on the queue's own
+        list: a job pushed to a lane meanwhile is taken once the block ends (``fetch_timeout`` at most).
         """
+        if self.lanes_seen:
+            taken, paused = self.take_one()
+            if taken is not None or paused:
+                return taken, paused
         connection = self.connection
         if self.fetcher.reliable:
             take = ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
         else:
             take = ("BRPOP", self.queue_key, timeout)
         try:
-            taken, paused, finished_late, revoked = redis_layer.exchange(connection, [
+            taken, paused, finished_late, revoked, lanes_present = redis_layer.exchange(connection, [
                 take, ("SISMEMBER", keys.PAUSED, self.queue), ("EXISTS", keys.FINISHED_LATE),
-                ("EXISTS", keys.REVOKED)])
+                ("EXISTS", keys.REVOKED), ("EXISTS", self.lanes_key)])
         except BaseException:
             with self._lock:
                 self._drop()
@@ -74,6 +87,7 @@ class QueueTaker:
                     with self._lock:
                         self._drop()  # the TYPE lookup may have failed and closed the socket: redial, new id
                 raise error
+        self.lanes_seen = lanes_present == 1
         if taken is not None and not self.fetcher.reliable:
             taken = taken[1]
         if isinstance(taken, bytes):
@@ -83,6 +97,22 @@ class QueueTaker:
             if dropped or (revoked and self.fetcher.drop_if_revoked(self.queue_index, taken)):
                 taken = None
         return taken, bool(paused)
+
+    def take_one(self) -> tuple[StoredPayload | None, bool]:
+        """A look at the queue's priority lanes and own list without blocking (docs/priority.md): fetch.lua
+        for this queue alone, no acks, no isolated job (``Fetcher.take_isolated`` is asked first). Returns
+        (the job taken, or None; whether the queue is paused).
+
+        Not replayed: a lost reply may hide a job already moved to the in-progress list, which the caller's
+        reconcile adopts, as after a lost blocking take.
+        """
+        fetcher = self.fetcher
+        script_keys = fetcher.script_keys([self.queue_index])
+        args = [1, "reliable" if fetcher.reliable else "basic", 0, 0, self.queue]
+        fetched, paused, broken, skipped, revoked = redis_layer.run(
+            lambda conn: scripts.evaluate(conn, "fetch", script_keys, args), purpose="fetch")
+        fetcher.report_drops(broken, skipped, revoked)
+        return (stored_payload(fetched[1]) if fetched else None), bool(paused)
 
     def unblock(self) -> None:
         """Cut this taker's blocked wait short (CLIENT UNBLOCK of its connection's id), from another thread."""
@@ -96,12 +126,18 @@ class QueueTaker:
     def give_back(self, raw: StoredPayload, isolated: bool = False) -> None:
         """Return a job taken but not run to the pop end of the list it was taken from."""
         if self.fetcher.reliable:
-            source = self.fetcher.isolated_keys[self.queue_index - 1] if isolated else self.queue_key
-            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [self.in_progress_key, source],
-                                                          [raw]), idempotent=True, purpose="fetch")
+            if isolated:
+                script_keys, args = [self.in_progress_key, self.fetcher.isolated_keys[self.queue_index - 1]], [raw]
+            else:  # a prioritised job back to its lane (docs/priority.md)
+                script_keys = [self.in_progress_key, self.queue_key, self.lanes_key]
+                args = [raw, self.fetcher.lane_names[self.queue_index - 1]]
+            redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", script_keys, args), idempotent=True,
+                            purpose="fetch")
         else:
             # Basic fetch already popped it: a lost reply here loses it, as basic fetch accepts.
-            redis_layer.run(lambda conn: conn.rpush(self.queue_key, raw), purpose="fetch")
+            lane = lanes.lane_of_raw(raw) if self.fetcher.lane_names[self.queue_index - 1] else 0
+            redis_layer.run(lambda conn: redis_layer.exchange_on(
+                conn, lanes.push_commands(self.queue, lane, [raw], "RPUSH")), purpose="fetch")
 
     def unit(self, raw: StoredPayload) -> UnitOfWork:
         return UnitOfWork(queue=self.queue, queue_index=self.queue_index, raw=raw,

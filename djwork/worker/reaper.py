@@ -75,8 +75,8 @@ class Reaper(PeriodicComponent):
         # Not replayed: a replay would count every job's orphaning twice.
         reply = redis_layer.run(lambda conn: scripts.evaluate(conn, "recover_orphans", [
             list_key, keys.queue(queue), keys.BEATS, keys.ORPHAN_COUNTS, keys.IN_PROGRESS_REGISTRY,
-            keys.isolated(queue),
-        ], [identity, self.config.orphan_threshold, self.config.max_orphanings, ISOLATE_AFTER_RECOVERIES]))
+            keys.isolated(queue), keys.lanes(queue),
+        ], [identity, self.config.orphan_threshold, self.config.max_orphanings, ISOLATE_AFTER_RECOVERIES, queue]))
         if int(reply[0]) == 0:
             return 0
         # The owner is dead (decided on Redis's clock above): its concurrent limiter slots go

@@ -24,7 +24,7 @@ from typing import Any
 from djwork import dead
 from djwork import redis as redis_layer
 from djwork.payload import PayloadError, StoredPayload, dumps, loads, stored_payload
-from djwork.redis import keys, scripts
+from djwork.redis import keys, lanes, scripts
 from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 
@@ -117,7 +117,9 @@ class ScheduledPoller(PeriodicComponent):
             job["enqueued_at"] = now
             # The member goes back as the exact bytes read: a decoded copy of a
             # non-UTF-8 member would never match it, and it would stay due forever.
-            calls.append(("promote", [set_key, keys.queue(queue), keys.QUEUES], [entry, dumps(job), queue]))
+            # A prioritised job goes back to its lane (docs/priority.md): a retried job keeps its priority.
+            target, lane = lanes.promote_target(queue, job)
+            calls.append(("promote", [set_key, *target], [entry, dumps(job), queue, lane]))
 
         def run(conn: Any) -> list[Any]:
             pipe = conn.pipeline(transaction=False)
