@@ -186,6 +186,9 @@ def result_from_record(result_id: str, record: dict[str, str]) -> TaskResult:
     run_after = _parse_time(record.get("run_after"))
     if run_after is not None and run_after != task.run_after:
         changes["run_after"] = run_after
+    priority = record.get("priority", "")
+    if priority.lstrip("-").isdigit() and int(priority) != task.priority:
+        changes["priority"] = int(priority)  # the task's result says the priority it was enqueued with
     if changes:
         task = task.using(**changes)
     result = TaskResult(

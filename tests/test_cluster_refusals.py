@@ -21,7 +21,8 @@ def _nothing_written(cluster) -> bool:
 
 @pytest.mark.parametrize("enqueue", [
     lambda: limiter_jobs.concurrent_job.delay("limited", 0),
-], ids=["limiter"])
+    lambda: cluster_jobs.record.apply_async(("urgent",), priority=3),
+], ids=["limiter", "priority"])
 def test_a_push_asking_for_a_feature_a_cluster_cannot_run_is_refused_before_anything_is_written(on_cluster,
                                                                                               enqueue):
     with pytest.raises(djwork.ClusterUnsupported, match="Redis Cluster"):
@@ -46,6 +47,7 @@ def test_a_plain_push_and_one_storing_its_result_or_unique_are_not_refused(on_cl
     assert cluster_jobs.record.delay("plain").enqueued
     assert cluster_jobs.record.set(ignore_result=False).delay("with a result").enqueued
     assert cluster_jobs.record.set(unique_for=60).delay("unique").enqueued
+    assert cluster_jobs.record.apply_async(("Celery's default priority",), priority=0).enqueued  # no lane
 
 
 def test_a_worker_storing_every_result_starts_on_a_cluster(on_cluster):

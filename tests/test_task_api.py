@@ -136,12 +136,14 @@ def test_only_the_json_serializer_is_accepted(raw_redis):
     assert only_job(raw_redis)["args"] == [1, 2]
 
 
-def test_priority_is_refused_pointing_at_queues(raw_redis):
-    for call in (lambda: djwork.job(name="tests.task_api.urgent", priority=9)(lambda: None),
-                 lambda: demo.add.apply_async((1, 2), priority=0),
-                 lambda: demo.add.set(priority=5).delay(1, 2),
-                 lambda: demo.add.s(1, 2).set(priority=5).apply_async()):
-        with pytest.raises(OptionError, match=r"priority=\d is not supported.*queue='high'.*-q high -q default"):
+def test_a_priority_outside_celery_on_redis_range_is_refused_naming_it(raw_redis):
+    for call in (lambda: djwork.job(name="tests.task_api.urgent", priority=10)(lambda: None),
+                 lambda: demo.add.apply_async((1, 2), priority=-1),
+                 lambda: demo.add.set(priority="5").delay(1, 2),
+                 lambda: demo.add.s(1, 2).set(priority=2.5).apply_async(),
+                 lambda: djwork.send_task("x.y", priority=True)):
+        with pytest.raises(OptionError, match=r"priority=.* is not a priority: give a whole number from 0 \(most "
+                                              r"urgent, the default\) to 9"):
             call()
     assert raw_redis.dbsize() == 0
     demo.add.apply_async((1, 2), priority=None)  # None: Celery's "no priority"
@@ -289,7 +291,7 @@ def test_send_task_refuses_bad_input(raw_redis):
     with pytest.raises(djwork.ArgumentError):
         djwork.send_task("x.y", [object()])
     with pytest.raises(OptionError, match="priority"):
-        djwork.send_task("x.y", priority=3)
+        djwork.send_task("x.y", priority=30)
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['exchange'\]"):
         djwork.send_task("x.y", exchange="e")
     # The same run-at and expiry rules as delay(): a millisecond epoch given as seconds is refused.

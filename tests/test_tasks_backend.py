@@ -61,14 +61,20 @@ def test_the_default_backend_is_djwork():
     assert isinstance(example_tasks.multiply, DjangoTask)
 
 
-def test_a_priority_is_refused_as_django_defines_it_for_a_backend_without_priorities(raw_redis):
-    # djwork's queues are FIFO lists: no priority within a queue, so the flag is False and Django's own
-    # validate_task (django.tasks on 6.x, the backport on 5.2) refuses a non-default priority before enqueue.
-    assert task_backends["default"].supports_priority is False
-    with pytest.raises(InvalidTask, match="priority"):
-        example_tasks.multiply.using(priority=10).enqueue(1, 2)
+def test_a_priority_picks_a_lane_of_the_queue_as_django_defines_it(raw_redis):
+    # Higher is more urgent, 0 the default (docs/priority.md): 10 is lane 1, above the queue's own list.
+    assert task_backends["default"].supports_priority is True
+    result = example_tasks.multiply.using(priority=10).enqueue(1, 2)
     assert raw_redis.llen(keys.queue("default")) == 0
-    assert example_tasks.multiply.using(priority=0).priority == 0  # the default is allowed
+    (raw,) = raw_redis.lrange(keys.lane("default", "1"), 0, -1)
+    assert json.loads(raw)["jid"] == result.id and json.loads(raw)["lane"] == 1
+    assert record(raw_redis, result.id)["priority"] == "10"
+    assert task_backends["default"].get_result(result.id).task.priority == 10
+    # The default stays in Sidekiq's list with the payload it always had; Django's own range check still runs.
+    example_tasks.multiply.using(priority=0).enqueue(3, 4)
+    assert set(only_job(raw_redis)[0]) == QUEUED_KEYS
+    with pytest.raises(InvalidTask, match="priority"):
+        example_tasks.multiply.using(priority=101).enqueue(1, 2)
 
 
 def test_enqueue_returns_a_ready_result_whose_id_is_the_jid(raw_redis):
