@@ -145,7 +145,8 @@ def ack_returning(raw_redis, job: dict, value) -> None:
     raw = json.dumps(job)
     ties = batch_runtime.keep_result(job_locks.encode(job_locks.locks_of(job)), job, value)
     scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED,
-                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated"],
+                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated",
+                                          "t:lanes"],
                      [0, "reliable", 1, 0, "none", -1, raw, job["jid"], ties, "", ""])
 
 
@@ -172,7 +173,8 @@ def test_a_batch_that_keeps_no_results_stores_none_from_its_acks(raw_redis):
     # A line that carries one anyway (the flag unreadable as the job ended): the script reads the flag.
     raw = json.dumps(job)
     scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED,
-                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated"],
+                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated",
+                                          "t:lanes"],
                      [0, "reliable", 1, 0, "none", -1, raw, job["jid"],
                       job_locks.with_result(ties, keys.batch(batch.bid), '"ignored"'), "", ""])
     assert not raw_redis.exists(keys.batch_results(batch.bid))

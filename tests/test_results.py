@@ -108,7 +108,7 @@ def test_a_fetch_whose_acks_store_no_result_reads_no_result_guard(raw_redis):
     # The revoked/waiters EXISTS pair is read at a call's first result write, never for ignore_result acks.
     queue = keys.queue("guard")
     script_keys = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED, keys.RESULT_WAITERS,
-                   queue, f"{queue}:in-progress", f"{queue}:isolated"]
+                   queue, f"{queue}:in-progress", f"{queue}:isolated", f"{queue}:lanes"]
 
     def exists_calls_of_an_ack(result_key: str, spec: str) -> int:
         raw_redis.config_resetstat()

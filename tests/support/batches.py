@@ -12,7 +12,8 @@ def ack(raw_redis, job: dict) -> None:
     """fetch.lua's ack of a successful run (limit 0: it takes nothing)."""
     raw = json.dumps(job)
     scripts.evaluate(raw_redis, "fetch", [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED,
-                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated"],
+                                          keys.RESULT_WAITERS, "queue:none", "t:inprogress", "t:isolated",
+                                          "t:lanes"],
                      [0, "reliable", 1, 0, "none", -1, raw, job["jid"], job_locks.encode(job_locks.locks_of(job)),
                       "", ""])
 
