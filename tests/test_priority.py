@@ -123,3 +123,14 @@ def test_a_raw_push_with_a_lane_goes_to_it(raw_redis):
     client.push({"class": "tests.priority_jobs.ordered", "args": ["raw"], "queue": "low", "lane": 2,
                  "jid": "a" * 24, "retry": True, "created_at": 1.0})
     assert raw_redis.llen(keys.lane("low", "2")) == 1 and raw_redis.smembers(keys.lanes("low")) == {b"2"}
+
+
+def test_the_registered_lanes_are_read_safely_highest_first():
+    assert lanes.registered({b"-3", b"7", b"0", b"x", b"12", b"", b"-9"}) == [7, -3, -9]
+    assert lanes.registered(ValueError("WRONGTYPE")) == []
+
+
+def test_a_revoke_finds_a_waiting_job_in_its_lane(raw_redis):
+    ref = priority_jobs.ordered.apply_async(("revoked",), priority=2)
+    assert djwork.revoke(ref.id)
+    assert raw_redis.llen(keys.lane("default", "-2")) == 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import signal
 
+import pytest
+
 from djwork.redis import keys
 from tests import priority_jobs
 from tests.helpers_worker import in_progress_items, wait_beats, wait_until
@@ -13,7 +15,8 @@ from tests.helpers_worker import in_progress_items, wait_beats, wait_until
 FAST_RECOVERY = {"ORPHAN_THRESHOLD": 2, "HEARTBEAT_INTERVAL": 0.5}
 
 
-def test_jobs_pushed_while_no_worker_runs_run_in_priority_order(workers, raw_redis):
+@pytest.mark.parametrize("fetch", ["reliable", "basic"])
+def test_jobs_pushed_while_no_worker_runs_run_in_priority_order(workers, raw_redis, fetch):
     ordered = priority_jobs.ordered
     ordered.delay("none-1")
     ordered.apply_async(("c9",), priority=9)
@@ -27,7 +30,7 @@ def test_jobs_pushed_while_no_worker_runs_run_in_priority_order(workers, raw_red
     assert raw_redis.llen(keys.queue("default")) == 3
     assert {member.decode() for member in raw_redis.smembers(keys.lanes("default"))} == {"5", "-3", "-5", "-9"}
 
-    workers.start("-c", "1", overrides={"LOG_JOBS": False})
+    workers.start("-c", "1", overrides={"LOG_JOBS": False, "FETCH": fetch})
     wait_until(lambda: len(priority_jobs.run_order(raw_redis)) == 8, 30, "all eight jobs to run")
     assert priority_jobs.run_order(raw_redis) == [
         "d50 django",  # Django's 50: lane 5, above the queue's own list

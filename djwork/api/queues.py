@@ -179,11 +179,7 @@ class Queue:
 
 def _lane_keys(name: str, members: Any) -> list[str]:
     """The lane LIST keys a lanes SET's ``members`` name, highest lane first (djwork/redis/lanes.py)."""
-    if not isinstance(members, set):
-        return []
-    numbers = {lanes.lane_of({lanes.LANE_FIELD: int(member)}) for member in members
-               if text(member).lstrip("-").isdigit()}
-    return [lanes.list_key(name, lane) for lane in sorted(numbers - {0}, reverse=True)]
+    return [lanes.list_key(name, lane) for lane in lanes.registered(members)]
 
 
 def _read_lists(conn: Any, registered: dict[str, list[str]]) -> dict[str, tuple[int, float]]:

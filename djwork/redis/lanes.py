@@ -39,6 +39,18 @@ def push_commands(queue: str, lane: int, raws: list[Any], command: str = "LPUSH"
     return pushes
 
 
+def registered(members: Any) -> list[int]:
+    """The lanes a lanes SET's ``members`` (SMEMBERS's reply) names, highest first; anything else left out."""
+    if not isinstance(members, (set, list)):
+        return []
+    numbers = set()
+    for member in members:
+        text = member.decode(errors="replace") if isinstance(member, bytes) else str(member)
+        if text.lstrip("-").isdigit() and 0 < abs(int(text)) <= LANES:
+            numbers.add(int(text))
+    return sorted(numbers, reverse=True)
+
+
 def promote_target(queue: str, payload: dict[str, Any]) -> tuple[list[str], str]:
     """lua/promote.lua's KEYS[2..4] for ``payload`` going to ``queue`` now, and its lane argument ('' for none)."""
     lane = lane_of(payload)

@@ -18,7 +18,7 @@ from typing import Any
 from djwork import redis as redis_layer
 from djwork.exceptions import ClusterUnsupported
 from djwork.options import check_jid
-from djwork.redis import keys, scripts
+from djwork.redis import keys, lanes, scripts
 from djwork.redis.cluster import is_cluster
 from djwork.results import record as result_record
 from djwork.results import revoke_events
@@ -62,8 +62,15 @@ def revoke(jid: str, terminate: bool = False, signal: Any = None, queue: str | N
             names = [queue]
         else:
             names = sorted(name.decode() if isinstance(name, bytes) else name for name in conn.smembers(keys.QUEUES))
+        # A job with a priority waits in one of its queue's registered lanes (docs/priority.md).
+        pipe = conn.pipeline(transaction=False)
+        for name in names:
+            pipe.smembers(keys.lanes(name))
+        registered = pipe.execute(raise_on_error=False)
+        lane_keys = [lanes.list_key(name, lane) for name, members in zip(names, registered, strict=True)
+                     for lane in lanes.registered(members)]
         script_keys = [keys.REVOKED, keys.result(jid), keys.SCHEDULE, keys.RETRY, keys.ORPHAN_COUNTS,
-                       keys.RESULT_WAITERS, *(keys.queue(name) for name in names)]
+                       keys.RESULT_WAITERS, *(keys.queue(name) for name in names), *lane_keys]
         spec = result_record.revoked_spec(f"job {jid} was revoked", config)
         return scripts.evaluate(conn, "revoke", script_keys, [jid, config.result_ttl, spec, SCAN_BOUND])
 

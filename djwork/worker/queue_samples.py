@@ -80,9 +80,8 @@ def read_sample(conn: Any) -> dict[str, int]:
               "busy": 0, "concurrency": 0}
     # A queue's priority lanes count in its size and latency (docs/priority.md): read in one more round
     # trip, only when some queue has lanes registered.
-    lane_keys = {name: [lanes.list_key(name, int(_text(member))) for member in replies[3 * index + 2]
-                        if _text(member).lstrip("-").isdigit() and int(_text(member))]
-                 for index, name in enumerate(queue_names) if isinstance(replies[3 * index + 2], set)}
+    lane_keys = {name: [lanes.list_key(name, lane) for lane in lanes.registered(replies[3 * index + 2])]
+                 for index, name in enumerate(queue_names)}
     lane_replies = iter(_read_lanes(conn, lane_keys) if any(lane_keys.values()) else ())
     for index, name in enumerate(queue_names):
         size, oldest = _int(replies[3 * index]), oldest_age_ms(replies[3 * index + 1], now)
