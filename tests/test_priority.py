@@ -134,3 +134,26 @@ def test_a_revoke_finds_a_waiting_job_in_its_lane(raw_redis):
     ref = priority_jobs.ordered.apply_async(("revoked",), priority=2)
     assert djwork.revoke(ref.id)
     assert raw_redis.llen(keys.lane("default", "-2")) == 0
+
+
+def test_a_fetch_reads_no_lane_of_a_queue_that_has_none(raw_redis):
+    # The lanes SET rides in fetch.lua's one EXISTS over the rarely present keys: no command of its own.
+    from djwork.redis import scripts
+
+    script_keys = [keys.PAUSED, keys.ORPHAN_COUNTS, keys.FINISHED_LATE, keys.REVOKED, keys.RESULT_WAITERS,
+                   keys.queue("default"), "t:inprogress", keys.isolated("default"), keys.lanes("default")]
+
+    def commands_of_a_fetch() -> dict[str, int]:
+        raw_redis.config_resetstat()
+        scripts.evaluate(raw_redis, "fetch", script_keys, [1, "reliable", 0, 0, "default"])
+        return {name[len("cmdstat_"):]: stats["calls"] for name, stats in raw_redis.info("commandstats").items()
+                if not name.startswith(("cmdstat_config", "cmdstat_eval", "cmdstat_info"))}
+
+    priority_jobs.ordered.delay("plain")
+    assert commands_of_a_fetch() == {"exists": 1, "lrange": 1, "lpush": 1, "ltrim": 1}
+    priority_jobs.ordered.apply_async(("low",), priority=1)
+    used = commands_of_a_fetch()
+    assert used["smembers"] == 1 and raw_redis.llen("t:inprogress") == 2
+    # The fetch that finds the lane empty unregisters it; the one after is back to one EXISTS.
+    assert commands_of_a_fetch()["srem"] == 1 and not raw_redis.exists(keys.lanes("default"))
+    assert commands_of_a_fetch() == {"exists": 1, "lrange": 1}
