@@ -17,6 +17,7 @@ from djwork.api.history import History, Run
 from djwork.api.records import JobRecord
 from djwork.api.sorted_sets import DeadSet, RetrySet, ScheduledSet
 from djwork.api.unique_locks import locate
+from djwork.redis import lanes
 
 RUNS_SHOWN = 20
 SETS = (("scheduled", ScheduledSet), ("retry", RetrySet), ("dead", DeadSet))
@@ -38,7 +39,11 @@ def find_job(jid: str, runs: int = RUNS_SHOWN) -> JobWhereabouts:
     places = locate({jid})
     where = places.found.get(jid)
     if where in ("running", "queued"):
-        return JobWhereabouts(jid, where, JobRecord.parse(places.payloads[jid]), runs=history)
+        # A queued job waits in the lane its payload names (docs/priority.md): pushes put it nowhere else.
+        record = JobRecord.parse(places.payloads[jid])
+        if where == "queued":
+            record.lane = lanes.lane_of(record.item)
+        return JobWhereabouts(jid, where, record, runs=history)
     for place, job_set in SETS:
         entry = job_set().find_job(jid)
         if entry is not None:

@@ -121,47 +121,85 @@ class Queue:
     def resume(self) -> None:
         access.write(lambda conn: conn.srem(keys.PAUSED, self.name), replay=True)
 
+    def lists(self) -> list[tuple[int, str]]:
+        """(lane, LIST key) of each list this queue's jobs wait on, in the order a worker takes from them: the
+        registered lanes above the queue's own list (highest first), the list (lane 0), the lanes below."""
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(keys.lanes(self.name))
+                            .execute(raise_on_error=False)[0])
+        return _lists(self.name, reply)
+
     def jobs(self, page: int = 1, per_page: int = 25, oldest_first: bool = False) -> Page[JobRecord]:
-        """One page of jobs, newest first by default (LRANGE from the left, where pushes land)."""
+        """One page of the jobs waiting, list by list in the order a worker takes them (``lists``); within each
+        list newest first by default (LRANGE from the left, where pushes land). Oldest first is exactly the
+        order of taking. Each record's ``lane`` says which list it was read from."""
         start = (page - 1) * per_page
 
-        def read(conn: Any) -> list[Any]:
+        def first_read(conn: Any) -> list[Any]:
+            # The queue's own list read as if it were alone: a queue without lanes costs one round trip.
             pipe = conn.pipeline(transaction=False)
+            pipe.smembers(keys.lanes(self.name))
             pipe.llen(self.key)
-            if oldest_first:
-                pipe.lrange(self.key, -(start + per_page), -(start + 1))
-            else:
-                pipe.lrange(self.key, start, start + per_page - 1)
+            _range(pipe, self.key, start, start + per_page, oldest_first)
             return pipe.execute(raise_on_error=False)
 
-        size, members = access.read(read)
-        members = members if isinstance(members, list) else []
-        if oldest_first:
-            members = list(reversed(members))
-        return Page([JobRecord.parse(raw, self.name) for raw in members],
-                    size if isinstance(size, int) else 0, page, per_page)
+        registered, size, members = access.read(first_read)
+        lists = _lists(self.name, registered)
+        if len(lists) == 1:
+            return Page(_records(self.name, 0, members, oldest_first), size if isinstance(size, int) else 0,
+                        page, per_page)
+
+        def lengths(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            for _lane, key in lists:
+                pipe.llen(key)
+            return pipe.execute(raise_on_error=False)
+
+        sizes = [length if isinstance(length, int) else 0 for length in access.read(lengths)]
+        # A page may span several lists: each list's part of [start, start + per_page) in the lists' order.
+        slices, offset = [], 0
+        for (lane, key), length in zip(lists, sizes, strict=True):
+            first, stop = max(start - offset, 0), min(start + per_page - offset, length)
+            if first < stop:
+                slices.append((lane, key, first, stop))
+            offset += length
+
+        def ranges(conn: Any) -> list[Any]:
+            pipe = conn.pipeline(transaction=False)
+            for _lane, key, first, stop in slices:
+                _range(pipe, key, first, stop, oldest_first)
+            return pipe.execute(raise_on_error=False)
+
+        replies = access.read(ranges) if slices else []
+        items = [record for (lane, _key, _first, _stop), reply in zip(slices, replies, strict=True)
+                 for record in _records(self.name, lane, reply, oldest_first)]
+        return Page(items, sum(sizes), page, per_page)
 
     def find_job(self, ident: str) -> JobRecord | None:
-        """Linear scan, as Sidekiq's Queue#find_job; ``ident`` is a jid or JobRecord.ident."""
-        start = 0
-        while True:
-            batch = access.read(lambda conn, s=start: conn.pipeline(transaction=False)
-                                .lrange(self.key, s, s + SCAN_BATCH - 1).execute(raise_on_error=False)[0])
-            if not isinstance(batch, list) or not batch:
-                return None
-            for raw in batch:
-                record = JobRecord.parse(raw, self.name)
-                if record.matches(ident):
-                    return record
-            start += SCAN_BATCH
+        """Linear scan, as Sidekiq's Queue#find_job, of each of ``lists`` in turn; ``ident`` is a jid or
+        JobRecord.ident. The record's ``lane`` is the list it was found in."""
+        for lane, key in self.lists():
+            start = 0
+            while True:
+                batch = access.read(lambda conn, k=key, s=start: conn.pipeline(transaction=False)
+                                    .lrange(k, s, s + SCAN_BATCH - 1).execute(raise_on_error=False)[0])
+                if not isinstance(batch, list) or not batch:
+                    break
+                for raw in batch:
+                    record = JobRecord.parse(raw, self.name, lane)
+                    if record.matches(ident):
+                        return record
+                start += SCAN_BATCH
+        return None
 
     def delete_job(self, ident: str) -> JobRecord:
-        """LREM the exact member, releasing its locks in the same step; StaleEntry if it left the queue."""
+        """LREM the exact member from the list it waits on (its lane's or the queue's own), releasing its locks
+        in the same step; StaleEntry if it left the queue."""
         record = self.find_job(ident)
         if record is None:
             raise StaleEntry(f"job {ident} is no longer in queue {self.name} (it may have run already)")
         # Not replayed: LREM 1 run twice could remove a second, identical copy of the job.
-        removed = access.write(remove_call(self.key, "list", record).evaluate, replay=False)
+        removed = access.write(remove_call(lanes.list_key(self.name, record.lane), "list", record).evaluate,
+                               replay=False)
         if not removed:
             raise StaleEntry(f"job {ident} left queue {self.name} before it could be deleted")
         return record
@@ -175,6 +213,24 @@ class Queue:
         """
         return clear_releasing_locks(self.key, self.name) + sum(
             clear_releasing_locks(key) for key in self.lane_keys())
+
+
+def _lists(name: str, members: Any) -> list[tuple[int, str]]:
+    """``Queue.lists`` from the queue's lanes SET ``members``."""
+    return [(lane, lanes.list_key(name, lane)) for lane in sorted([*lanes.registered(members), 0], reverse=True)]
+
+
+def _range(pipe: Any, key: str, first: int, stop: int, oldest_first: bool) -> None:
+    """Queue the LRANGE of positions [first, stop) of ``key``, counted from the newest (left) or oldest end."""
+    if oldest_first:
+        pipe.lrange(key, -stop, -(first + 1))
+    else:
+        pipe.lrange(key, first, stop - 1)
+
+
+def _records(name: str, lane: int, members: Any, oldest_first: bool) -> list[JobRecord]:
+    members = members if isinstance(members, list) else []
+    return [JobRecord.parse(raw, name, lane) for raw in (reversed(members) if oldest_first else members)]
 
 
 def _lane_keys(name: str, members: Any) -> list[str]:

@@ -123,9 +123,12 @@ class JobRecord:
     # text for showing, and for bytes that are not UTF-8 it differs from the
     # member, so a delete by ``raw`` never found the entry.
     member: str | bytes = ""
+    # The priority lane a queued job was read from (docs/priority.md), 0 for the queue's own list: where a
+    # delete must look for it, whatever its payload says.
+    lane: int = 0
 
     @classmethod
-    def parse(cls, raw: Any, queue: str = "") -> JobRecord:
+    def parse(cls, raw: Any, queue: str = "", lane: int = 0) -> JobRecord:
         undecodable = False
         if isinstance(raw, dict):
             item, problem, raw_text = raw, None, json.dumps(raw, separators=(",", ":"))
@@ -146,7 +149,7 @@ class JobRecord:
         if not problem and not isinstance(item, dict):
             problems.append(f"payload is a JSON {type(item).__name__}, not an object")
         record = cls(raw=raw_text, item=item if isinstance(item, dict) else {}, problems=problems, queue_hint=queue,
-                     member=raw if isinstance(raw, (str, bytes)) else raw_text)
+                     member=raw if isinstance(raw, (str, bytes)) else raw_text, lane=lane)
         if record.item:
             record._check_fields()
         return record
@@ -196,6 +199,11 @@ class JobRecord:
             and isinstance(self.item.get("args", []), list)
 
     # --- what the pages show --------------------------------------------------------
+    @property
+    def priority(self) -> Any:
+        """The ``priority`` the job was sent with through Celery's API, as stored; None when it has none."""
+        return self.item.get("priority")
+
     @property
     def klass(self) -> str:
         value = self.item.get("class")

@@ -38,7 +38,8 @@ def select_entries(job_set: JobSet, klass: str = "", term: str = "", limit: int 
 
 def select_queue_jobs(queue: Queue, klass: str = "", term: str = "", limit: int | None = None,
                       scan_max: int = SCAN_MAX) -> SearchResult[JobRecord]:
-    """The queue's jobs matching ``klass`` and ``term``, newest first (as the Queue page lists them)."""
+    """The queue's jobs matching ``klass`` and ``term``, in the Queue page's order (``Queue.jobs``: its priority
+    lanes in the order a worker takes them, newest first within each)."""
     total = queue.size()
     found: list[JobRecord] = []
     scanned, number = 0, 1

@@ -4,7 +4,7 @@ and the script calls that release a job's locks with the API's Delete and Kill.
 Each lock's value is the jid of the job holding it. Where that job is now
 (queued, scheduled, running, retry, dead) is looked up with bounded work per
 page: the in-progress lists and work hashes of live processes in full, each
-queue's first and last ``LOCATE_BUDGET // 2`` jobs, the first ``LOCATE_BUDGET``
+queue's (and each of its priority lanes') first and last ``LOCATE_BUDGET // 2`` jobs, the first ``LOCATE_BUDGET``
 entries of ``schedule``, ``retry`` and ``dead`` (soonest, newest dead). A job
 found nowhere is "gone" when every place was read in full, else "unknown":
 a page never scans a million-job set.
@@ -23,7 +23,7 @@ from djwork import job_locks
 from djwork.api import access
 from djwork.api.records import JobRecord, text
 from djwork.dead import ScriptCall
-from djwork.redis import key_layout, keys
+from djwork.redis import key_layout, keys, lanes
 from djwork.redis.cluster import scan_page
 
 # A digest as the key holds it after "unique:": djwork's are SHA-256 hex; other writers' may differ,
@@ -206,6 +206,8 @@ def locate(jids: set[str]) -> Places:
         for key in (keys.SCHEDULE, keys.RETRY, keys.DEAD):
             pipe.zcard(key)
             pipe.zrange(key, 0, LOCATE_BUDGET - 1, desc=key == keys.DEAD)
+        for name in queue_names:
+            pipe.smembers(keys.lanes(name))
         return pipe.execute(raise_on_error=False)
 
     replies = iter(access.read(contents))
@@ -215,15 +217,36 @@ def locate(jids: set[str]) -> Places:
     _note(places, jids, running, "running")
     queued: list[Any] = []
     for _ in range(2 * len(queue_names)):
-        size, head, tail = next(replies), next(replies), next(replies)
-        places.complete &= not isinstance(size, int) or size <= LOCATE_BUDGET
-        queued += _items(head) + _items(tail)
+        queued += _ends(places, next(replies), next(replies), next(replies))
+    in_sets = [(place, next(replies), next(replies)) for place in ("scheduled", "retry", "dead")]
+    # A job waiting in a priority lane (docs/priority.md) is queued too: its lanes are read, in a third round
+    # trip, only for queues that register any.
+    lane_keys = [lanes.list_key(name, lane) for name in queue_names for lane in lanes.registered(next(replies))]
+    if lane_keys:
+        lane_replies = iter(access.read(lambda conn: _read_ends(conn, lane_keys, half)))
+        for _key in lane_keys:
+            queued += _ends(places, next(lane_replies), next(lane_replies), next(lane_replies))
     _note(places, jids, queued, "queued")
-    for place in ("scheduled", "retry", "dead"):
-        size, members = next(replies), next(replies)
+    for place, size, members in in_sets:
         places.complete &= not isinstance(size, int) or size <= LOCATE_BUDGET
         _note(places, jids, _items(members), place)
     return places
+
+
+def _read_ends(conn: Any, list_keys: list[str], count: int) -> list[Any]:
+    """Each LIST's length and its ``count`` newest and oldest members."""
+    pipe = conn.pipeline(transaction=False)
+    for key in list_keys:
+        pipe.llen(key)
+        pipe.lrange(key, 0, count - 1)
+        pipe.lrange(key, -count, -1)
+    return pipe.execute(raise_on_error=False)
+
+
+def _ends(places: Places, size: Any, head: Any, tail: Any) -> list[Any]:
+    """A LIST's ends as read; ``places`` is no longer complete when the middle was not read."""
+    places.complete &= not isinstance(size, int) or size <= LOCATE_BUDGET
+    return _items(head) + _items(tail)
 
 
 def _note(places: Places, jids: set[str], members: Iterable[Any], place: str) -> None:

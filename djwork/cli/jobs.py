@@ -39,12 +39,12 @@ def job_json(job: api.JobRecord, where: str, entry: api.SortedEntry | None = Non
         "at": entry.at if entry else None, "address": entry.address if entry else None,
         "args": job.display_args, "enqueued_at": job.enqueued_at, "created_at": job.created_at,
         "retry_count": job.retry_count, "error_class": job.error_class, "error_message": job.error_message,
-        "problems": job.problems,
+        "problems": job.problems, "lane": job.lane if where == "queued" else None, "priority": job.priority,
     }
 
 
 JOB_FIELDS = ("jid", "class", "queue", "where", "at", "address", "args", "enqueued_at", "created_at", "retry_count",
-              "error_class", "error_message", "problems")
+              "error_class", "error_message", "problems", "lane", "priority")
 
 
 def run_json(run: api.Run) -> dict[str, Any]:
@@ -74,10 +74,12 @@ def run_jobs(ctx: Context) -> int:
         ctx.say(f"No job in {name} matches." if filtered else f"No job in {name}.")
         return OK
     when_header = {"scheduled": "RUNS AT", "retry": "NEXT RETRY", "dead": "DIED"}.get(place, "ENQUEUED")
-    ctx.say(table(("JID", "CLASS", "QUEUE", when_header, "ARGS", "ERROR"), [
-        (job.jid or job.ident, job.display_class, job.queue, when(entry.at if entry else job.enqueued_at),
-         _short(job.args_text, 40), _short(f"{job.error_class}: {job.error_message}" if job.error_class else "", 60))
-        for job, entry in rows]))
+    # A queue with priority lanes lists them highest first (docs/priority.md): each row says its lane.
+    lane_column = in_queue and any(job.lane for job, _entry in rows)
+    ctx.say(table(("JID", "CLASS", "QUEUE") + (("LANE",) if lane_column else ()) + (when_header, "ARGS", "ERROR"), [
+        (job.jid or job.ident, job.display_class, job.queue) + ((str(job.lane),) if lane_column else ())
+        + (when(entry.at if entry else job.enqueued_at), _short(job.args_text, 40),
+           _short(f"{job.error_class}: {job.error_message}" if job.error_class else "", 60)) for job, entry in rows]))
     shown = f"{len(rows):,} shown"
     if filtered:
         looked = "" if complete else " (stopped early: narrow the filter or raise --limit)"

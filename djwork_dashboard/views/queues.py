@@ -47,6 +47,8 @@ def queue(request: HttpRequest, name: str) -> HttpResponse:
     return render_page(request, "djwork_dashboard/queue.html", {
         "queue": queue, "name": name, "page": page, "latency": queue.latency(), "paused": queue.paused(),
         "order": "desc" if desc else "asc",
+        # The Priority column shows while the queue has priority lanes (docs/priority.md), else Sidekiq's page.
+        "lanes": any(job.lane for job in page.items) or len(queue.lists()) > 1,
         # An interrupted iterable job's saved progress (docs/iterable.md): one MGET for the page.
         "iterations": api.Iterations.of([job.jid for job in page.items]),
     })
