@@ -33,6 +33,10 @@ def _seed_static_data(redis) -> dict:
     for n in range(3):  # parked in a queue no worker reads, so the Queues page has something to browse
         seed.push(redis, seed.job(klass="app.reports.Build", args=[n, {"format": "pdf"}], queue="reports"),
                   queue="reports")
+    # One in a priority lane (docs/priority.md), as a push with Django's priority 40 writes it: listed first.
+    urgent = seed.job(klass="app.reports.Urgent", queue="reports") | {"lane": 4}
+    redis.lpush(keys.lane("reports", "4"), seed.dumps(urgent))
+    redis.sadd(keys.lanes("reports"), 4)
     dead = seed.failed(seed.job(klass="app.billing.Charge", args=[42]), count=25, error_class="PaymentError",
                        message="card declined", backtrace=seed.strict_backtrace(
                            ["app/billing.py:88 in charge", "djwork/worker/processor.py:150 in run"]))
@@ -88,7 +92,9 @@ def test_every_page_renders_real_data(cluster, worker, admin_page, screenshots):
     assert page.locator('tr[data-queue="reports"]').is_visible()
     shoot(page, screenshots, "03-queues")
     page.click('tr[data-queue="reports"] a')
-    assert page.locator("#queue-jobs tbody tr").count() == 3
+    assert page.locator("#queue-jobs tbody tr").count() == 4
+    first = page.locator("#queue-jobs tbody tr").first
+    assert "app.reports.Urgent" in first.inner_text() and first.locator("td.lane").inner_text() == "lane 4"
     shoot(page, screenshots, "04-queue-reports")
 
     page.goto(f"{cluster.base_url}/djwork/retries/")
