@@ -53,10 +53,7 @@ class QueueTaker:
         so it sees a pause that began while we were blocked.
         """
         connection = self.connection
-        if self.fetcher.reliable:
-            take = ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
-        else:
-            take = ("BRPOP", self.queue_key, timeout)
+        take = self._take_command(timeout)
         try:
             taken, paused, finished_late, revoked = redis_layer.exchange(connection, [
                 take, ("SISMEMBER", keys.PAUSED, self.queue), ("EXISTS", keys.FINISHED_LATE),
@@ -74,15 +71,25 @@ class QueueTaker:
                     with self._lock:
                         self._drop()  # the TYPE lookup may have failed and closed the socket: redial, new id
                 raise error
-        if taken is not None and not self.fetcher.reliable:
-            taken = taken[1]
-        if isinstance(taken, bytes):
-            taken = stored_payload(taken)
+        taken = self._payload(taken)
+        if taken is not None:
             dropped = finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
                 self.queue_index, taken)
             if dropped or (revoked and self.fetcher.drop_if_revoked(self.queue_index, taken)):
                 taken = None
         return taken, bool(paused)
+
+    def _take_command(self, timeout: float) -> tuple[Any, ...]:
+        """The blocking take: reliable fetch moves the job onto our in-progress list in the same command."""
+        if self.fetcher.reliable:
+            return ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
+        return ("BRPOP", self.queue_key, timeout)
+
+    def _payload(self, taken: Any) -> StoredPayload | None:
+        """The take's reply as a payload, or None when the wait timed out (BRPOP replies [queue, payload])."""
+        if taken is not None and not self.fetcher.reliable:
+            taken = taken[1]
+        return stored_payload(taken) if isinstance(taken, bytes) else None
 
     def unblock(self) -> None:
         """Cut this taker's blocked wait short (CLIENT UNBLOCK of its connection's id), from another thread."""
