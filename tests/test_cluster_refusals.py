@@ -12,21 +12,11 @@ from django.test import override_settings
 import djwork
 from djwork.settings.conf import get_config
 from djwork.worker import mode
-from tests import cluster_jobs, limiter_jobs
+from tests import cluster_jobs
 
 
 def _nothing_written(cluster) -> bool:
     return all(cluster.client(port).dbsize() == 0 for port in cluster.primary_ports())
-
-
-@pytest.mark.parametrize("enqueue", [
-    lambda: limiter_jobs.concurrent_job.delay("limited", 0),
-], ids=["limiter"])
-def test_a_push_asking_for_a_feature_a_cluster_cannot_run_is_refused_before_anything_is_written(on_cluster,
-                                                                                              enqueue):
-    with pytest.raises(djwork.ClusterUnsupported, match="Redis Cluster"):
-        enqueue()
-    assert _nothing_written(on_cluster)
 
 
 def test_a_batch_is_refused_at_its_first_push(on_cluster):
@@ -42,8 +32,9 @@ def test_a_revoke_is_refused_at_the_call(on_cluster):
     assert _nothing_written(on_cluster)
 
 
-def test_a_plain_push_and_one_storing_its_result_or_unique_are_not_refused(on_cluster):
+def test_a_plain_push_and_one_storing_its_result_or_unique_or_limited_are_not_refused(on_cluster):
     assert cluster_jobs.record.delay("plain").enqueued
+    assert cluster_jobs.two_at_a_time.delay("limited", 0).enqueued
     assert cluster_jobs.record.set(ignore_result=False).delay("with a result").enqueued
     assert cluster_jobs.record.set(unique_for=60).delay("unique").enqueued
 

@@ -28,17 +28,15 @@ STAT_EXPIRED = "djwork:stat:expired"  # STRING integer, INCRBY: jobs dropped unr
 BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
 ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
 DEAD_BYTES = "djwork:dead-bytes"  # STRING integer: bytes of the `dead` members djwork filed (lua/dead_lib.lua)
-# HASH jid -> epoch seconds: jobs that finished after their process's shutdown
-# deadline pushed them back and whose copy had already left the queue; a fetch
-# or take that meets such a copy drops it instead of running the job again.
+# HASH jid -> epoch seconds: jobs that finished after their process's shutdown deadline pushed them back and
+# whose copy had already left the queue; a fetch or take meeting such a copy drops it instead of running it again.
 FINISHED_LATE = "djwork:finished-late"
 ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than once, one per process at a time
 HISTORY = "djwork:history"  # STREAM of executions, one entry per flush of <= 200 runs, capped in runs
 ITERATION_PREFIX = "djwork:iteration:"  # STRING JSON: an iterable job's cursor and progress, TTL ITERABLE_STATE_TTL
 RESULT_PREFIX = "djwork:result:"  # HASH result record (Django Tasks and Celery-style fields), TTL RESULT_TTL
 RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting AsyncResult.get(), EXPIRE 60 s
-# HASH jid -> its notify LIST key: a get() waits on it (the result's writer pushes that list, drops the field);
-# EXPIRE 60 s, renewed by every waiter, so the fields of waiters gone away do not stay.
+# HASH jid -> the notify LIST a get() waits on (the writer pushes it); EXPIRE 60 s renewed by each waiter.
 RESULT_WAITERS = "djwork:result-waiters"
 RESULT_WAITER_PREFIX = "djwork:result-waiter:"  # + {djwork:result:<jid>}: a cluster's RESULT_WAITERS, one per job
 # ZSET jid -> epoch seconds until which the revoke holds; the key's EXPIRE is RESULT_TTL from the last revoke.
@@ -133,16 +131,13 @@ def result_notify(result_id: str) -> str:
 QUARANTINE_PREFIX = "djwork:quarantine:"  # + <key>:<ms>:<random>: a key that held the wrong type, EXPIRE 30 days
 QUARANTINE_INDEX = "djwork:quarantine"  # ZSET copy name -> ms it was moved (5 copies per key kept at most)
 QUARANTINE_TTL = 30 * 24 * 3600
-# ZSET key -> ms it was last reported: a key a WRONGTYPE was met on (by a client, a script, a
-# worker), for a worker's key guard to check and move aside within seconds; capped at 1,000.
+# ZSET key -> ms last reported: a WRONGTYPE met on it (client, script, worker), for a key guard; capped at 1,000.
 KEY_GUARD_REPORTED = "djwork:key-guard:reported"
-# + <random>: a queue or sorted set a clear moved aside while it releases its jobs' locks; EXPIRE 1 day
-CLEARING_PREFIX = "djwork:clearing:"
+CLEARING_PREFIX = "djwork:clearing:"  # + <random>: a queue or set a clear moved aside to release locks; EXPIRE 1 day
 
 
 # --- rate limiters (docs/limiters.md) --------------------------------------------
-# Per-limiter keys put the name last, after a prefix no name can contain (names are
-# [A-Za-z0-9_.:-]), so limiter "a:stats" can never collide with limiter "a"'s stats.
+# Per-limiter keys put the name last, after a prefix no name ([A-Za-z0-9_.:-]) contains: "a:stats" is not "a"'s stats.
 LIMITERS = "djwork:limiters"  # ZSET limiter name -> expiry (Redis time); swept on use
 LIMITER_HOLDINGS = "djwork:limiter-holdings"  # ZSET, scores 0: "<identity>\t<name>\t<token>" per held slot
 LIMITER_PREFIX = "djwork:limiter:"  # HASH metadata: kind size interval ttl wait_timeout lock_timeout config
@@ -227,8 +222,7 @@ def periodic_lock(entry_id: str) -> str:
 
 
 # --- unique jobs (docs/unique.md) -------------------------------------------------
-# Sidekiq Enterprise's prefix, value = the owner jid. Written only by lua/unique_push.lua
-# (SET NX PX with the push); deleted, owner-checked, in the Lua step that ends the job.
+# Sidekiq Enterprise's prefix, value = owner jid; set by lua/unique_push.lua, deleted owner-checked as the job ends.
 UNIQUE_PREFIX = "unique:"
 
 
@@ -237,21 +231,18 @@ def unique(digest: str) -> str:
     return f"{UNIQUE_PREFIX}{digest}"
 
 
-# The locks bound to a job's life (djwork/job_locks.py): the only keys a payload's `djwork_locks` may
-# name. A payload is data anybody with Redis access can write; it must not be able to make a worker
-# delete an arbitrary key (the owner check is the second guard). Lua's release reads the same list.
+# The locks bound to a job's life (djwork/job_locks.py): the only keys a payload's `djwork_locks` may name. A
+# payload is anybody's data: it must not make a worker delete any key (the owner check is the second guard).
 JOB_LOCK_PREFIXES = (UNIQUE_PREFIX, PERIODIC_LOCK_PREFIX)
 
 
 # --- execution metrics, Sidekiq 8's layout and 7's (docs/metrics.md) ----------------
-# Times are UTC. Sidekiq 7's Metrics page reads other names (docs/metrics.md,
-# Versions): the per-minute hash and histogram are written under both.
+# Times are UTC. Sidekiq 7's Metrics page reads other names (docs/metrics.md, Versions): hash, histogram in both.
 METRICS_MINUTE_TTL = 8 * 3600  # per-minute `j|` hashes and the histograms (Sidekiq's SHORT_TERM)
 METRICS_TEN_MINUTE_TTL = 72 * 3600  # 10-minute `j|` rollups (Sidekiq's MID_TERM)
 DEPLOY_MARKS_TTL = 90 * 24 * 3600  # Sidekiq::Deploy's MARK_TTL
 DEPLOY_LOCK_TTL = 60
-# Cluster-wide running totals since the keys were created, for Prometheus counters (rate() needs a
-# value that only grows; the `j|` buckets expire). No TTL: one field per class and metric.
+# Running totals for Prometheus counters (rate() needs a value that only grows); no TTL, a field per class+metric.
 METRICS_TOTALS = "djwork:metrics:totals"  # HASH <Class>|p, <Class>|f, <Class>|ms
 METRICS_HISTOGRAM_TOTALS = "djwork:metrics:histograms"  # HASH <Class>|<bucket 0-25> -> successful runs
 # The prefixes of the per-minute keys below, for the key guard's table (djwork/redis/key_types.py).
@@ -350,7 +341,6 @@ def saved_group(group_id: str) -> str:
     return f"{SAVED_GROUP_PREFIX}{group_id}"
 
 
-
 # --- Redis Cluster (docs/cluster.md, Keys) ------------------------------------------
 # A Lua script or MULTI may touch one hash slot only. ``queue:<name>`` has no braces and hashes whole, so
 # a companion whose name holds ``{queue:<name>}`` shares its slot without the queue (Sidekiq's name) being
@@ -397,3 +387,14 @@ def cluster_result_notify(result_id: str) -> str:
 def cluster_result_waiters(result_id: str) -> str:
     """HASH ``djwork:result-waiter:{djwork:result:<id>}``: one job's ``RESULT_WAITERS``, in its record's slot."""
     return f"{RESULT_WAITER_PREFIX}{{{RESULT_PREFIX}{result_id}}}"
+
+
+
+def cluster_limiter_tag(name: str) -> str:
+    """``{djwork:limiter:<name>}``: the metadata HASH hashes whole; a companion named with this tag shares its slot."""
+    return f"{{{LIMITER_PREFIX}{name}}}"
+
+
+def cluster_limiter_holdings(name: str) -> str:
+    """ZSET ``djwork:limiter-holdings:{djwork:limiter:<name>}``: one limiter's ``LIMITER_HOLDINGS``, in its slot."""
+    return f"{LIMITER_HOLDINGS}:{cluster_limiter_tag(name)}"

@@ -21,6 +21,7 @@ from djwork.worker.cluster.periodic import ClusterPeriodicTicker
 from djwork.worker.cluster.promotion import ClusterScheduledPoller
 from djwork.worker.cluster.recovery import ClusterReaper
 from djwork.worker.fetch import Fetcher
+from djwork.worker.limits import reschedule_call
 from djwork.worker.periodic import PeriodicTicker
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
@@ -38,12 +39,13 @@ class WorkerMode:
     store_results: Callable[[Sequence[tuple[str, str]]], None]  # (jid, result spec) written outside an ack
     release_locks: Callable[[Any, list[str], str], int]  # (conn, lock keys, owner jid) -> released: job_locks.release
     periodic_ticker: Callable[..., PeriodicTicker]
+    reschedule: Callable[..., Any]  # limits.reschedule_call's arguments -> an object with evaluate(conn)
 
 
 SINGLE_SERVER = WorkerMode(False, Fetcher, Reaper, ScheduledPoller, dead.file_failure, fetch.store_results,
-                           job_locks.release, PeriodicTicker)
+                           job_locks.release, PeriodicTicker, reschedule_call)
 CLUSTER = WorkerMode(True, ClusterFetcher, ClusterReaper, ClusterScheduledPoller, filing.file_failure,
-                     results.store_results, locks.release, ClusterPeriodicTicker)
+                     results.store_results, locks.release, ClusterPeriodicTicker, filing.reschedule)
 
 
 def mode_for(config: Config) -> WorkerMode:

@@ -83,3 +83,18 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
     target_key = keys.RETRY if target == "retry" else keys.DEAD
     return FilingSteps(target_key, [stored, repr(float(score)), *trim], source_key,
                        keys.cluster_orphan_counts(queue), raw, jid, from_in_progress, result_spec, locks)
+
+
+def reschedule(source_key: str, raw: str | bytes, payload: dict[str, Any], score: float, jid: str,
+               from_in_progress: bool) -> FilingSteps:
+    """``limits.reschedule_call`` on a cluster: a job a limiter refused, into `schedule` first, off its list after.
+
+    The same two steps as a failure's filing (file_entry.lua in `schedule`'s slot, then drop_copy.lua in
+    the queue's), so a crash between leaves the job both scheduled and in progress: orphan recovery pushes
+    the in-progress copy back, and the job may run once more when the scheduled copy comes due (at least
+    once); never lost. Its locks are kept, as a retry's are.
+    """
+    parsed = keys.parse_in_progress(source_key)
+    queue = parsed[1] if parsed else keys.queue_name(source_key)
+    return FilingSteps(keys.SCHEDULE, [dumps(payload), repr(float(score)), "0", "0", "0"], source_key,
+                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress)
