@@ -26,12 +26,6 @@ def test_a_batch_is_refused_at_its_first_push(on_cluster):
     assert _nothing_written(on_cluster)
 
 
-def test_a_revoke_is_refused_at_the_call(on_cluster):
-    with pytest.raises(djwork.ClusterUnsupported, match="revok"):
-        djwork.revoke("a" * 24)
-    assert _nothing_written(on_cluster)
-
-
 def test_a_plain_push_and_one_storing_its_result_or_unique_or_limited_are_not_refused(on_cluster):
     assert cluster_jobs.record.delay("plain").enqueued
     assert cluster_jobs.two_at_a_time.delay("limited", 0).enqueued

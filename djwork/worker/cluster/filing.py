@@ -12,8 +12,10 @@ A job that stores a result has it written first, in the record's slot
 (djwork/worker/cluster/results.py): a crash after it leaves the record written and the job still in
 progress, to run again and rewrite it. A filing that ends the job (dead, drop) releases its locks last,
 one owner-checked call per lock (djwork/worker/cluster/locks.py): a crash before leaves them to expire
-by their TTL; a retry keeps them, as on one server. A batch and the revoked check are refused on a
-cluster (djwork/client/cluster_refusals.py); a payload naming a batch anyway is filed without it.
+by their TTL; a retry keeps them, as on one server. A batch is refused on a cluster
+(djwork/client/cluster_refusals.py); a payload naming a batch anyway is filed without it. The revoked check
+(djwork:revoked, another slot) is left out: a revoked job that fails is filed for its retry, and dropped
+when the retry is fetched (djwork/worker/cluster/revoked.py).
 """
 
 from __future__ import annotations
