@@ -47,7 +47,7 @@ def test_a_concurrent_limiter_holds_across_threads_and_its_refused_jobs_come_bac
     assert int(conn.hget(limiter_keys.stats, "rescheduled") or 0) > 0
     assert conn.zcard(limiter_keys.holders) == 0 and conn.zcard(limiter_keys.holdings) == 0
     assert conn.zscore(keys.LIMITERS, "cluster-two") is not None
-    assert not [key for key in conn.keys("djwork:inprogress:*") if conn.llen(key)]
+    assert not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)]
     assert "CROSSSLOT" not in worker.log() and "ClusterUnsupported" not in worker.log()
     summary = {limiter.name: limiter for limiter in api.Limiters().all()}["cluster-two"]
     assert summary.kind == "concurrent"

@@ -52,6 +52,6 @@ def test_a_queued_and_a_scheduled_job_revoked_never_run_and_read_revoked(on_clus
     assert all(_state(on_cluster, ref.id) == "SUCCESS" for ref in [*after, later])
     assert [_state(on_cluster, ref.id) for ref in (queued, scheduled, missed)] == ["REVOKED"] * 3
     assert queued.state == "REVOKED"
-    assert not [key for key in conn.keys("djwork:inprogress:*") if conn.llen(key)]
+    assert not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)]
     assert f"dropped revoked job {missed.id}" in worker.log()
     assert "CROSSSLOT" not in worker.log()
