@@ -1,4 +1,4 @@
-"""What djwork refuses on a Redis Cluster, at the call or at a worker's start, never as a CROSSSLOT later.
+"""What djwork refuses on a Redis Cluster, at the call, never as a CROSSSLOT later.
 
 docs/cluster.md, Refused on a cluster. Against the real 3+3 cluster, reached through one node.
 """
@@ -36,13 +36,6 @@ def test_a_plain_push_and_one_storing_its_result_or_unique_or_limited_are_not_re
 def test_a_worker_storing_every_result_starts_on_a_cluster(on_cluster):
     with override_settings(DJWORK={**settings.DJWORK, "RESULTS": True}):
         assert mode.mode_for(get_config()) is mode.CLUSTER
-
-
-def test_a_worker_configured_with_what_a_cluster_cannot_run_refuses_to_start(on_cluster):
-    entry = {"name": "nightly", "job": "tests.cluster_jobs.noop", "cron": "0 3 * * *", "overlap": False}
-    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [entry]}), pytest.raises(
-            djwork.ClusterUnsupported, match="nightly"):
-        mode.mode_for(get_config())
 
 
 def test_one_server_keeps_its_single_step_worker(redis):

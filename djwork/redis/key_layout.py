@@ -79,6 +79,10 @@ class Layout:
             waiters=keys.limiter_waiters(group), waiting=keys.limiter_waiting(group), lost=keys.limiter_lost(group),
             holdings=keys.cluster_limiter_holdings(name) if self.cluster else keys.LIMITER_HOLDINGS)
 
+    def periodic_lock(self, entry_id: str) -> str:
+        """A no-overlap entry's running lock: in its state's slot on a cluster, so the claim takes it in one step."""
+        return keys.periodic_lock(entry_id, cluster=self.cluster)
+
     @property
     def dead_bytes(self) -> str:
         return keys.CLUSTER_DEAD_BYTES if self.cluster else keys.DEAD_BYTES

@@ -216,9 +216,9 @@ def cluster_periodic_history(entry_id: str) -> str:
     return f"{PERIODIC_HISTORY_PREFIX}{{{PERIODIC_STATE_PREFIX}{entry_id}}}"
 
 
-def periodic_lock(entry_id: str) -> str:
-    """STRING ``djwork:periodic-running:<id>``: the jid of a no-overlap entry's run, until it is acked or dead."""
-    return f"{PERIODIC_LOCK_PREFIX}{entry_id}"
+def periodic_lock(entry_id: str, cluster: bool = False) -> str:
+    """STRING ``djwork:periodic-running:<id>``, on a cluster ``...:{djwork:periodic:state:<id>}``: a run's jid."""
+    return f"{PERIODIC_LOCK_PREFIX}{{{periodic_state(entry_id)}}}" if cluster else f"{PERIODIC_LOCK_PREFIX}{entry_id}"
 
 
 # --- unique jobs (docs/unique.md) -------------------------------------------------

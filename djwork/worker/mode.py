@@ -15,7 +15,7 @@ from djwork import dead, job_locks
 from djwork.redis.cluster import is_cluster
 from djwork.settings.conf import Config
 from djwork.worker import fetch
-from djwork.worker.cluster import filing, locks, refusals, results
+from djwork.worker.cluster import filing, locks, results
 from djwork.worker.cluster.fetch import ClusterFetcher
 from djwork.worker.cluster.periodic import ClusterPeriodicTicker
 from djwork.worker.cluster.promotion import ClusterScheduledPoller
@@ -49,8 +49,5 @@ CLUSTER = WorkerMode(True, ClusterFetcher, ClusterReaper, ClusterScheduledPoller
 
 
 def mode_for(config: Config) -> WorkerMode:
-    """The mode of ``config``'s Redis; on a cluster, first refuses what the worker cannot do there safely."""
-    if not is_cluster(config):
-        return SINGLE_SERVER
-    refusals.check_worker(config)
-    return CLUSTER
+    """The mode of ``config``'s Redis."""
+    return CLUSTER if is_cluster(config) else SINGLE_SERVER
