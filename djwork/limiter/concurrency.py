@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from djwork import redis as redis_layer
 from djwork.limiter.base import SWEEP_BATCH, Holding, Limiter
-from djwork.limiter.cluster import holdings_by_limiter, list_apart, wake_connection
+from djwork.limiter.cluster_steps import holdings_by_limiter, list_apart, wake_connection
 from djwork.limiter.errors import OverLimit
 from djwork.limiter.identity import clean_jid, new_token, process_identity
 from djwork.limiter.names import DEFAULT_LOCK_TIMEOUT, DEFAULT_TTL, DEFAULT_WAIT_TIMEOUT, seconds

@@ -14,7 +14,7 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.limiter.base import SWEEP_BATCH, Holding, Limiter
-from djwork.limiter.cluster import list_apart
+from djwork.limiter.cluster_steps import list_apart
 from djwork.limiter.errors import OverLimit
 from djwork.limiter.identity import clean_jid, new_token, process_identity
 from djwork.limiter.names import DEFAULT_TTL, DEFAULT_WAIT_TIMEOUT, interval_seconds, positive_points
