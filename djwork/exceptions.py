@@ -49,8 +49,7 @@ class RedisUnavailable(ApiError):
 class ClusterUnsupported(Exception):
     """A feature djwork does not run on a Redis Cluster yet (docs/cluster.md, Refused on a cluster).
 
-    Raised at the push that asks for it, or when a worker starts with it configured: never a CROSSSLOT
-    reply from Redis at the moment a job runs.
+    Raised at the push that asks for it: never a CROSSSLOT reply from Redis at the moment a job runs.
     """
 
 

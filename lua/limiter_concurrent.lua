@@ -12,7 +12,9 @@
 -- marked in `lost` (ZSET token -> when); the holder's release finds the mark and counts the overage
 -- then, once: the limit was exceeded while it ran on beside the slot's new holder. A release without
 -- a mark (a replay) counts nothing, and a reclaimed slot was counted at its reclaim.
--- KEYS[1] = djwork:limiters ZSET, KEYS[2] = djwork:limiter-holdings ZSET,
+-- KEYS[1] = djwork:limiters ZSET, KEYS[2] = djwork:limiter-holdings ZSET (on a Redis Cluster: KEYS[1] the
+-- limiter's metadata HASH, its name listed apart by lua/limiter_list.lua, and KEYS[2] the limiter's own
+-- holdings ZSET, so the call is in the limiter's slot; op free then names one limiter),
 -- then seven keys per limiter g = 1..n: KEYS[2+7g-6..2+7g] = metadata HASH, stats HASH,
 -- holders ZSET, owners HASH, waiters ZSET, waiting HASH, lost ZSET (n = 1 except for op free)
 -- ARGV[1] = op:
@@ -170,7 +172,7 @@ if op == 'reset' or op == 'delete' then
   for i = 1, #owners do unhold(k, name, owners[i]) end
   if op == 'delete' then
     redis.call('DEL', k.meta, k.stats, k.holders, k.owners, k.waiters, k.waiting, k.lost)
-    redis.call('ZREM', KEYS[1], name)
+    limiter_unlist(KEYS[1], k, name)
     return {#tokens, limiter_fmt(now)}
   end
   return append({#tokens, limiter_fmt(now)}, grant(k, cfg))

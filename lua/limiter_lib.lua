@@ -15,25 +15,46 @@ local function limiter_fmt(seconds)
   return string.format('%.6f', seconds)
 end
 
--- Register (or refresh) `name` on use: the registry entry and the metadata live ttl past the last
--- refresh, rewritten only when the entry is due (a tenth of the ttl, an hour at most) or the config
--- changed. Then a bounded batch (`sweep`) of expired names leaves the registry, so per-tenant names
--- can't grow it without bound. `fields`: the metadata's field/value pairs.
-local function limiter_register(registry, k, name, ttl, fields, sweep, now)
-  local config = table.concat(fields, '|')
-  local expires = now + ttl
-  local slack = math.min(ttl / 10, 3600)
-  local listed = redis.call('ZSCORE', registry, name)
-  if (not listed) or tonumber(listed) < expires - slack or redis.call('HGET', k.meta, 'config') ~= config then
-    redis.call('ZADD', registry, expires, name)
-    redis.call('HSET', k.meta, 'config', config, unpack(fields))
-    redis.call('HSETNX', k.meta, 'created_at', limiter_fmt(now))
-    redis.call('PEXPIRE', k.meta, math.ceil(ttl * 1000))
-  end
+-- A bounded batch (`sweep`) of expired names leaves the registry, so per-tenant names can't grow it
+-- without bound.
+local function limiter_sweep(registry, sweep, now)
   local expired = redis.call('ZRANGEBYSCORE', registry, '-inf', '(' .. limiter_fmt(now), 'LIMIT', 0, sweep)
   if #expired > 0 then
     redis.call('ZREM', registry, unpack(expired))
   end
+end
+
+-- Register (or refresh) `name` on use: the registry entry and the metadata live ttl past the last
+-- refresh, rewritten only when the entry is due (a tenth of the ttl, an hour at most) or the config
+-- changed; then the registry is swept. `fields`: the metadata's field/value pairs.
+-- On a Redis Cluster the registry is in a slot of its own: the caller passes the metadata key as
+-- `registry`, lists the name in a step of its own (lua/limiter_list.lua), and the refresh is decided by
+-- the metadata's remaining ttl instead of the registry's score.
+local function limiter_register(registry, k, name, ttl, fields, sweep, now)
+  local apart = registry == k.meta
+  local config = table.concat(fields, '|')
+  local expires = now + ttl
+  local slack = math.min(ttl / 10, 3600)
+  local listed
+  if apart then
+    local left = redis.call('PTTL', k.meta)
+    if left > 0 then listed = now + left / 1000 end
+  else
+    listed = redis.call('ZSCORE', registry, name)
+  end
+  if (not listed) or tonumber(listed) < expires - slack or redis.call('HGET', k.meta, 'config') ~= config then
+    if not apart then redis.call('ZADD', registry, expires, name) end
+    redis.call('HSET', k.meta, 'config', config, unpack(fields))
+    redis.call('HSETNX', k.meta, 'created_at', limiter_fmt(now))
+    redis.call('PEXPIRE', k.meta, math.ceil(ttl * 1000))
+  end
+  if not apart then limiter_sweep(registry, sweep, now) end
+end
+
+-- A delete takes the name off the registry (nothing to do when the registry is listed apart: a cluster's
+-- delete unlists it in a step of its own, and the metadata key is gone already).
+local function limiter_unlist(registry, k, name)
+  if registry ~= k.meta then redis.call('ZREM', registry, name) end
 end
 
 -- Add `by` to a counter. Without a ttl (the metadata is gone) a new stats key would never expire: skipped.

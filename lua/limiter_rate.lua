@@ -12,7 +12,8 @@
 -- The limiter registers itself on use: `djwork:limiters` ZSET (name -> expiry), metadata HASH,
 -- every key it writes expires after ttl, and each call sweeps a bounded batch of expired names
 -- from the registry, so per-tenant names can't grow it without bound (lua/limiter_lib.lua).
--- KEYS[1] = djwork:limiters ZSET, KEYS[2] = metadata HASH, KEYS[3] = stats HASH,
+-- KEYS[1] = djwork:limiters ZSET (on a Redis Cluster: the metadata HASH again, the name listed apart by
+-- lua/limiter_list.lua, so the call is in the limiter's slot), KEYS[2] = metadata HASH, KEYS[3] = stats HASH,
 -- KEYS[4] = state: HASH period/used (bucket), HASH level/at (leaky, points), ZSET log (window),
 -- KEYS[5] = waiters ZSET token -> arrival, KEYS[6] = waiting HASH token -> "deadline\tidentity\tjid"
 -- ARGV[1] = op: acquire | adjust | reset | delete, ARGV[2] = name, ARGV[3] = kind, ARGV[4] = size,
@@ -32,7 +33,7 @@ if op == 'reset' or op == 'delete' then
   redis.call('DEL', k.state)
   if op == 'delete' then
     redis.call('DEL', k.meta, k.stats, k.waiters, k.waiting)
-    redis.call('ZREM', KEYS[1], name)
+    limiter_unlist(KEYS[1], k, name)
   end
   return {1, limiter_fmt(now)}
 end

@@ -5,11 +5,13 @@
 -- catch-up claims several slots in one tick), and the leader pushes it apart
 -- (djwork/worker/cluster/periodic.py: push_once by its jid, then HDEL of the field).
 -- A pending job left by a crash is pushed by the leader's next tick: a slot decided is never without its
--- push for longer than that. A no-overlap entry (a running lock) is refused on a cluster, so ARGV[9] is ''.
--- KEYS[1] = djwork:periodic:state:<id> HASH, KEYS[2] = its history LIST, djwork:periodic:history:{<state>}
+-- push for longer than that. A no-overlap entry's running lock is named in the state's slot on a cluster
+-- (djwork:periodic-running:{<state>}): checked and taken here, as lua/periodic_claim.lua does.
+-- KEYS[1] = djwork:periodic:state:<id> HASH, KEYS[2] = its history LIST, djwork:periodic:history:{<state>},
+-- KEYS[3] = its running lock STRING, djwork:periodic-running:{<state>} (used only when ARGV[9] is not '')
 -- ARGV: as lua/periodic_claim.lua ('now' too).
 -- Returns {status, watermark} as lua/periodic_claim.lua.
 --@include periodic_lib
-return periodic_decide(KEYS[1], KEYS[2], nil, function(payload)
+return periodic_decide(KEYS[1], KEYS[2], KEYS[3], function(payload)
   redis.call('HSET', KEYS[1], 'pending:' .. ARGV[2] .. ':' .. ARGV[7], ARGV[8] .. '\n' .. payload)
 end)

@@ -10,28 +10,9 @@
 -- KEYS[4] = the queue's isolated LIST
 -- ARGV[1] = max orphanings, ARGV[2] = isolate_after (recoveries)
 -- Returns {requeued count, poison payload...}.
---@include job_lib
-local max_orphanings = tonumber(ARGV[1])
-local isolate_after = tonumber(ARGV[2])
-local items = redis.call('LRANGE', KEYS[1], 0, -1)
-local poison = {}
-local requeued = 0
-for i = 1, #items do
-  local jid = job_decode(items[i])
-  local count = 0
-  if jid then count = redis.call('HINCRBY', KEYS[3], jid, 1) end
-  if count > max_orphanings then
-    poison[#poison + 1] = items[i]
-  elseif count >= isolate_after then
-    redis.call('RPUSH', KEYS[4], items[i])
-    requeued = requeued + 1
-  else
-    redis.call('RPUSH', KEYS[2], items[i])
-    requeued = requeued + 1
-  end
-end
-redis.call('DEL', KEYS[1])
-for i = 1, #poison do redis.call('RPUSH', KEYS[1], poison[i]) end
+--@include orphan_route_lib
+local function requeue(item) redis.call('RPUSH', KEYS[2], item) end
+local requeued, poison = orphan_route(KEYS[1], requeue, KEYS[3], KEYS[4], tonumber(ARGV[1]), tonumber(ARGV[2]))
 local result = {requeued}
 for i = 1, #poison do result[#result + 1] = poison[i] end
 return result

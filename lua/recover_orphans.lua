@@ -6,11 +6,8 @@
 -- after another forever. It is left on the list and returned, for the
 -- caller to bury in `dead` with an error. Requeued jobs are pushed before
 -- the list is cleared.
--- Every job running in a crashed process is counted, the culprit and its
--- bystanders alike. A job recovered `isolate_after` times or more goes to the
--- queue's isolated list instead of the queue: fetch.lua takes at most one of
--- those per process at a time, so a further crash counts against exactly one
--- suspect and the bystanders stop climbing towards the poison-pill limit.
+-- Where each job goes (queue, isolated list, or left as a pill) is lua/orphan_route_lib.lua's rule,
+-- shared with the cluster's recover_list.lua.
 -- KEYS[1] = the in-progress LIST, KEYS[2] = queue:<name>, KEYS[3] = djwork:beats ZSET,
 -- KEYS[4] = djwork:orphan-counts HASH, KEYS[5] = djwork:inprogress registry SET,
 -- KEYS[6] = the queue's isolated LIST, KEYS[7] = the queue's lanes SET
@@ -20,6 +17,7 @@
 -- Returns {0} if the owner is alive, else {1, requeued count, poison payload...}.
 --@include clock_lib
 --@include job_lib
+--@include orphan_route_lib
 --@include locks_lib
 --@include lane_lib
 --@keys PERIODIC_LOCK_PREFIX
@@ -32,40 +30,20 @@ end
 -- in the beats ZSET forever (a clean stop removes its own).
 redis.call('ZREM', KEYS[3], ARGV[1])
 local max_orphanings = tonumber(ARGV[3])
-local isolate_after = tonumber(ARGV[4])
-local items = redis.call('LRANGE', KEYS[1], 0, -1)
-local poison = {}
-local requeued = 0
-for i = 1, #items do
-  local jid, job = job_decode(items[i])
-  local count = 0
-  if jid then
-    count = redis.call('HINCRBY', KEYS[4], jid, 1)
-  end
-  if count > max_orphanings then
-    poison[#poison + 1] = items[i]
-  elseif count >= isolate_after then
-    redis.call('RPUSH', KEYS[6], items[i])
-    requeued = requeued + 1
-  else
-    lane_push('RPUSH', KEYS[2], KEYS[7], ARGV[5], items[i])
-    requeued = requeued + 1
-  end
-  -- A no-overlap periodic run keeps its running lock while it waits to run again: retaken in
-  -- this step with a fresh TTL (unless another run holds it now), so its entry neither fires
-  -- beside it nor stays wedged (docs/periodic.md).
+-- A no-overlap periodic run keeps its running lock while it waits to run again: retaken in
+-- this step with a fresh TTL (unless another run holds it now), so its entry neither fires
+-- beside it nor stays wedged (docs/periodic.md).
+local function retake_periodic_lock(jid, job, count)
   local periodic = jid and job['djwork_periodic']
   if count <= max_orphanings and type(periodic) == 'table' and lock_allowed(periodic['lock'])
       and string.sub(periodic['lock'], 1, #keys.PERIODIC_LOCK_PREFIX) == keys.PERIODIC_LOCK_PREFIX then
     lock_retake(periodic['lock'], jid, math.floor((tonumber(periodic['lock_ttl']) or 86400) * 1000))
   end
 end
-redis.call('DEL', KEYS[1])
-if #poison > 0 then
-  for i = 1, #poison do
-    redis.call('RPUSH', KEYS[1], poison[i])
-  end
-else
+local function requeue(item) lane_push('RPUSH', KEYS[2], KEYS[7], ARGV[5], item) end
+local requeued, poison = orphan_route(KEYS[1], requeue, KEYS[4], KEYS[6], max_orphanings, tonumber(ARGV[4]),
+  retake_periodic_lock)
+if #poison == 0 then
   redis.call('SREM', KEYS[5], KEYS[1])
 end
 local result = {1, requeued}

@@ -2,8 +2,8 @@
 -- 1. Flag it: ZADD djwork:revoked jid -> until (now + ttl); drop flags past their time; the key itself
 --    expires ttl after the last revoke. A worker fetching it drops it (fetch.lua, drop_revoked.lua),
 --    fail.lua does not file it for a retry, a running job sees the flag (djwork.revoked).
--- 2. Remove it where it waits: `schedule`, `retry` (ZSCAN MATCH on the jid's text, then a decode to
---    confirm) and the queue LISTs given (LRANGE in chunks, a plain-text find, a decode to confirm).
+-- 2. Remove it where it waits: `schedule`, `retry` and the queue LISTs given (lua/revoke_find_lib.lua's
+--    search: a plain-text find, a decode to confirm).
 --    Bounded: at most ARGV[4] entries are looked at per set or list; a job beyond that is still
 --    stopped by the flag when it is fetched, within the flag's ttl.
 -- 3. A removed job ends as a dead one does: its locks are released and its batch counts it as died
@@ -14,54 +14,24 @@
 -- ARGV[1] = jid, ARGV[2] = ttl seconds, ARGV[3] = result spec (REVOKED), ARGV[4] = scan bound per key
 -- Returns key, payload pairs: where it was removed from and the payload removed (empty: not found waiting),
 -- for the caller's task_revoked signal (djwork/results/revoke_events.py).
---@include job_lib
+--@include revoke_find_lib
 --@include ties_lib
 --@include result_lib
 local jid, ttl, bound = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4])
 local now = clock_now()
-redis.call('ZADD', KEYS[1], now + ttl, jid)
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-redis.call('EXPIRE', KEYS[1], ttl)
+revoke_flag(KEYS[1], jid, ttl, now)
 
-local needle = '"jid":"' .. jid .. '"'
 local removed = {}
-local function matches(payload)
-  if not string.find(payload, needle, 1, true) then return nil end
-  local found, job = job_decode(payload)
-  if found == jid then return job end
-  return nil
-end
-local function ended(key, job, payload)
-  removed[#removed + 1] = key
-  removed[#removed + 1] = payload
-  ties_end(ties_of_job(job), jid, 'died')
-end
-
-for k = 3, 4 do
-  local cursor, seen = '0', 0
-  repeat
-    local reply = redis.call('ZSCAN', KEYS[k], cursor, 'MATCH', '*' .. needle .. '*', 'COUNT', 1000)
-    cursor = reply[1]
-    seen = seen + 1000
-    for i = 1, #reply[2], 2 do
-      local job = matches(reply[2][i])
-      if job and redis.call('ZREM', KEYS[k], reply[2][i]) == 1 then ended(KEYS[k], job, reply[2][i]) end
-    end
-  until cursor == '0' or seen >= bound
-end
-
-for k = 7, #KEYS do
-  local start = 0
-  while start < bound do
-    local items = redis.call('LRANGE', KEYS[k], start, start + 999)
-    for i = 1, #items do
-      local job = matches(items[i])
-      if job and redis.call('LREM', KEYS[k], 1, items[i]) == 1 then ended(KEYS[k], job, items[i]) end
-    end
-    if #items < 1000 then break end
-    start = start + 1000
+local function ended_in(key)
+  return function(job, payload)
+    removed[#removed + 1] = key
+    removed[#removed + 1] = payload
+    ties_end(ties_of_job(job), jid, 'died')
   end
 end
+
+for k = 3, 4 do revoke_from_set(KEYS[k], jid, bound, ended_in(KEYS[k])) end
+for k = 7, #KEYS do revoke_from_list(KEYS[k], jid, bound, ended_in(KEYS[k])) end
 if #removed > 0 then redis.call('HDEL', KEYS[5], jid) end
 
 local state = redis.call('HGET', KEYS[2], 'state')

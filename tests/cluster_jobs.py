@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 
 import djwork
+from djwork import limiter
 from djwork import redis as redis_layer
+from djwork.worker.limits import current_holdings
 
 COUNTS = "c:counts"  # HASH key -> completed runs
 STARTS = "c:starts"  # HASH key -> started runs
@@ -71,4 +73,37 @@ def unique_at_start(key: str, seconds: float) -> None:
     """A unique job that gives its lock up as it starts, then runs ``seconds`` (tests/test_cluster_unique.py)."""
     redis_layer.run(lambda conn: conn.hincrby(STARTS, key, 1))
     time.sleep(seconds)
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+# Limited jobs (tests/test_cluster_limiters.py). RUNNING and HIGHEST share a hash tag, so the step that raises
+# one and keeps the other is one script in one slot: two jobs starting together can't both miss the max.
+RUNNING = "c:{limits}:running"  # STRING: limited jobs inside their body now
+HIGHEST = "c:{limits}:highest"  # STRING: the most ever inside at once
+ADMITTED = "c:admitted"  # LIST: each rate-limited admission's Redis time (Holding.acquired_at)
+ENTER = """
+local now = redis.call('INCR', KEYS[1])
+if now > tonumber(redis.call('GET', KEYS[2]) or '0') then redis.call('SET', KEYS[2], now) end
+return now
+"""
+# wait_timeout=0: a job that finds both slots taken is refused at once and sent back to `schedule`
+# (the reschedule's two steps on a cluster) rather than waiting in its thread.
+two_at_once = limiter.concurrent("cluster-two", 2, wait_timeout=0, lock_timeout=300)
+five_a_second = limiter.window("cluster-five", 5, 1)
+
+
+@djwork.job(limits=[two_at_once])
+def two_at_a_time(key: str, seconds: float) -> None:
+    redis_layer.run(lambda conn: conn.eval(ENTER, 2, RUNNING, HIGHEST))
+    try:
+        time.sleep(seconds)
+    finally:
+        redis_layer.run(lambda conn: conn.decr(RUNNING))
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job(limits=[five_a_second])
+def five_a_second_job(key: str) -> None:
+    for holding in current_holdings():
+        redis_layer.run(lambda conn, at=holding.acquired_at: conn.rpush(ADMITTED, repr(at)))
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))

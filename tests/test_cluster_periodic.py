@@ -11,18 +11,17 @@ import json
 import signal
 from typing import Any
 
-import pytest
 from django.conf import settings
 from django.test import override_settings
 from redis.crc import key_slot
 
-import djwork
 from djwork.periodic.claim import slot_jid
-from djwork.redis import keys
+from djwork.redis import key_layout, keys
 from djwork.settings.conf import get_config
 from djwork.worker import mode
 from djwork.worker.cluster.periodic import ClusterPeriodicTicker
 from djwork.worker.leader import Leader
+from tests import test_periodic_workers as single_server
 from tests.helpers_worker import identities, wait_until
 
 SPEED = 20
@@ -79,13 +78,11 @@ def test_pending_jobs_a_crash_left_are_pushed_once_by_the_next_tick_in_slot_orde
         assert ticker.push_pending() == 0
 
 
-def test_a_no_overlap_entry_is_refused_at_a_worker_s_start(on_cluster):
-    entry = {**EVERY_MINUTE, "overlap": False}
-    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [entry]}), \
-            pytest.raises(djwork.ClusterUnsupported, match="overlap=False"):
-        mode.mode_for(get_config())
-    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [EVERY_MINUTE]}):
-        assert mode.mode_for(get_config()) is mode.CLUSTER
+def test_a_no_overlap_entry_runs_its_lock_in_its_state_s_slot(on_cluster):
+    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [{**EVERY_MINUTE, "overlap": False}]}):
+        assert mode.mode_for(get_config()) is mode.CLUSTER  # no longer refused
+    lock = key_layout.CLUSTER.periodic_lock("every-minute")
+    assert lock.startswith(keys.PERIODIC_LOCK_PREFIX) and key_slot(lock.encode()) == key_slot(STATE.encode())
 
 
 def test_leaders_on_a_cluster_fire_each_slot_once_across_a_killed_leader(on_cluster, workers):
@@ -117,3 +114,12 @@ def test_leaders_on_a_cluster_fire_each_slot_once_across_a_killed_leader(on_clus
     assert conn.llen(keys.cluster_periodic_history("every-minute")) > 0
     for worker in started:
         assert "CROSSSLOT" not in worker.log()
+
+
+def test_a_no_overlap_entry_never_runs_twice_at_once_across_a_killed_worker(on_cluster, workers):
+    """One server's test of it (tests/test_periodic_workers.py), its workers and reads on the cluster: two
+    workers, the one running the entry's job killed with ``kill -9``; the run is recovered, finishes, and a
+    later slot fires; no two runs overlap, and a slot was skipped while the lock was held."""
+    workers.redis_url = on_cluster.url()
+    single_server.test_no_overlap_entry_never_runs_twice_at_once_and_fires_again_after_its_worker_is_killed(
+        workers, on_cluster.cluster_client())

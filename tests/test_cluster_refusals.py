@@ -1,4 +1,4 @@
-"""What djwork refuses on a Redis Cluster, at the call or at a worker's start, never as a CROSSSLOT later.
+"""What djwork refuses on a Redis Cluster, at the call, never as a CROSSSLOT later.
 
 docs/cluster.md, Refused on a cluster. Against the real 3+3 cluster, reached through one node.
 """
@@ -12,21 +12,17 @@ from django.test import override_settings
 import djwork
 from djwork.settings.conf import get_config
 from djwork.worker import mode
-from tests import cluster_jobs, limiter_jobs
+from tests import cluster_jobs
 
 
 def _nothing_written(cluster) -> bool:
     return all(cluster.client(port).dbsize() == 0 for port in cluster.primary_ports())
 
 
-@pytest.mark.parametrize("enqueue", [
-    lambda: limiter_jobs.concurrent_job.delay("limited", 0),
-    lambda: cluster_jobs.record.apply_async(("urgent",), priority=3),
-], ids=["limiter", "priority"])
-def test_a_push_asking_for_a_feature_a_cluster_cannot_run_is_refused_before_anything_is_written(on_cluster,
-                                                                                              enqueue):
+def test_a_push_with_a_priority_is_refused_before_anything_is_written(on_cluster):
+    # A priority lane lies outside its queue's slot (docs/priority.md): refused, never a CROSSSLOT.
     with pytest.raises(djwork.ClusterUnsupported, match="Redis Cluster"):
-        enqueue()
+        cluster_jobs.record.apply_async(("urgent",), priority=3)
     assert _nothing_written(on_cluster)
 
 
@@ -37,14 +33,9 @@ def test_a_batch_is_refused_at_its_first_push(on_cluster):
     assert _nothing_written(on_cluster)
 
 
-def test_a_revoke_is_refused_at_the_call(on_cluster):
-    with pytest.raises(djwork.ClusterUnsupported, match="revok"):
-        djwork.revoke("a" * 24)
-    assert _nothing_written(on_cluster)
-
-
-def test_a_plain_push_and_one_storing_its_result_or_unique_are_not_refused(on_cluster):
+def test_a_plain_push_and_one_storing_its_result_or_unique_or_limited_are_not_refused(on_cluster):
     assert cluster_jobs.record.delay("plain").enqueued
+    assert cluster_jobs.two_at_a_time.delay("limited", 0).enqueued
     assert cluster_jobs.record.set(ignore_result=False).delay("with a result").enqueued
     assert cluster_jobs.record.set(unique_for=60).delay("unique").enqueued
     assert cluster_jobs.record.apply_async(("Celery's default priority",), priority=0).enqueued  # no lane
@@ -53,13 +44,6 @@ def test_a_plain_push_and_one_storing_its_result_or_unique_are_not_refused(on_cl
 def test_a_worker_storing_every_result_starts_on_a_cluster(on_cluster):
     with override_settings(DJWORK={**settings.DJWORK, "RESULTS": True}):
         assert mode.mode_for(get_config()) is mode.CLUSTER
-
-
-def test_a_worker_configured_with_what_a_cluster_cannot_run_refuses_to_start(on_cluster):
-    entry = {"name": "nightly", "job": "tests.cluster_jobs.noop", "cron": "0 3 * * *", "overlap": False}
-    with override_settings(DJWORK={**settings.DJWORK, "PERIODIC": [entry]}), pytest.raises(
-            djwork.ClusterUnsupported, match="nightly"):
-        mode.mode_for(get_config())
 
 
 def test_one_server_keeps_its_single_step_worker(redis):

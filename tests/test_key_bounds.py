@@ -13,7 +13,7 @@ from djwork.redis import key_bounds, keys
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "keys.md"
 
 # Names in djwork.redis.keys that are not keys: a hash field, and parsers of key names.
-NOT_KEYS = {"PERIODIC_SYNCED_FIELD", "queue_name", "parse_in_progress", "PUSHED_HORIZON"}
+NOT_KEYS = {"PERIODIC_SYNCED_FIELD", "queue_name", "parse_in_progress", "PUSHED_HORIZON", "cluster_limiter_tag"}
 SAMPLE_IDENTITY = "host.example:4242:0a1b2c3d4e5f"
 
 

@@ -20,6 +20,7 @@ from djwork.limiter.names import validate_name
 from djwork.limiter.stats import LimiterStats, parse_stats
 from djwork.redis import keys
 from djwork.redis.cluster import pipeline_with_time
+from djwork.redis.key_layout import layout_of
 
 KINDS = ("concurrent", "bucket", "window", "leaky", "points")
 
@@ -92,27 +93,30 @@ class _Snapshot:
         self.names = names
 
     def read(self, conn: Any, now: float) -> list[tuple[str, dict[str, str], list[Any]]]:
+        layout = layout_of(conn)
         pipe = conn.pipeline(transaction=False)
         for name in self.names:
-            pipe.hgetall(keys.limiter(name))
-            pipe.hgetall(keys.limiter_stats(name))
-            pipe.hgetall(keys.limiter_waiting(name))
+            limiter_keys = layout.limiter(name)
+            pipe.hgetall(limiter_keys.meta)
+            pipe.hgetall(limiter_keys.stats)
+            pipe.hgetall(limiter_keys.waiting)
         first = pipe.execute(raise_on_error=False)
         metas = [_hash(first[3 * index]) for index in range(len(self.names))]
         pipe = conn.pipeline(transaction=False)
         with_owners = []
         for name, meta in zip(self.names, metas, strict=True):
             kind, interval = meta.get("kind", ""), to_float(meta.get("interval")) or 0.0
+            limiter_keys = layout.limiter(name)
             with_owners.append(kind == "concurrent")
             if kind == "concurrent":
-                pipe.zrange(keys.limiter_holders(name), 0, -1, withscores=True)
-                pipe.hgetall(keys.limiter_owners(name))
+                pipe.zrange(limiter_keys.holders, 0, -1, withscores=True)
+                pipe.hgetall(limiter_keys.owners)
             elif kind == "window" and interval > 0:
                 # Only the scores inside the window: entries not yet trimmed are left where they are.
-                pipe.zrangebyscore(keys.limiter_state(name), f"({now - interval!r}", "+inf", withscores=True)
+                pipe.zrangebyscore(limiter_keys.state, f"({now - interval!r}", "+inf", withscores=True)
             else:
-                pipe.hgetall(keys.limiter_state(name))
-            pipe.zrange(keys.limiter_waiters(name), 0, -1, withscores=True)
+                pipe.hgetall(limiter_keys.state)
+            pipe.zrange(limiter_keys.waiters, 0, -1, withscores=True)
         second = iter(pipe.execute(raise_on_error=False))
         snapshot = []
         for index, (name, owners) in enumerate(zip(self.names, with_owners, strict=True)):

@@ -36,7 +36,7 @@ from djwork.periodic.entries import Entry, EntryError, configured, parse_entry
 from djwork.periodic.locks import RELEASE_SCRIPT
 from djwork.periodic.schedule import from_ms
 from djwork.redis import key_layout, keys, scripts
-from djwork.redis.cluster import pipeline_with_time
+from djwork.redis.cluster import is_cluster, pipeline_with_time
 from djwork.settings.conf import Config, get_config
 
 HISTORY_SCAN = 2000  # execution-history runs searched for the outcome of the runs shown
@@ -154,7 +154,7 @@ class Periodic:
         With ``holder`` (the jid the operator saw), only that job's lock is released, in one
         compare-and-delete: a lock passed to the next run meanwhile is that run's.
         """
-        lock = keys.periodic_lock(entry_id)
+        lock = key_layout.layout(is_cluster(get_config())).periodic_lock(entry_id)
         if holder is None:
             held = access.read(lambda conn: conn.get(lock))
             if held is None:
@@ -198,7 +198,7 @@ class Periodic:
             for entry_id in ids:
                 pipe.hgetall(keys.periodic_state(entry_id))
                 pipe.lrange(layout.periodic_history(entry_id), 0, max(0, runs - 1))
-                pipe.get(keys.periodic_lock(entry_id))
+                pipe.get(layout.periodic_lock(entry_id))
             return pipe.execute(raise_on_error=False)
 
         replies = access.read(read)

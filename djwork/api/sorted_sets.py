@@ -21,6 +21,7 @@ from redis.exceptions import ResponseError
 from djwork import job_locks, unique
 from djwork.api import access
 from djwork.api.clearing import clear_releasing_locks
+from djwork.api.cluster_entries import BurySteps, PromoteSteps, by_mode
 from djwork.api.errors import NotRetryable, StaleEntry
 from djwork.api.records import JobRecord, Page, text, to_datetime
 from djwork.api.unique_locks import remove_call
@@ -290,7 +291,9 @@ class JobSet:
             # A dead job gave its lock up: queued again it takes it back, or a second copy would be accepted.
             promote_keys.append(lock)
             promote_args += [text(payload["jid"]), unique.lock_ttl_ms(payload)]
-        reply = access.write(ScriptCall("promote", promote_keys, promote_args).evaluate, replay=True)
+        steps = PromoteSteps(self.key, entry.job.member, dumps(payload), queue, lock,
+                             text(payload["jid"]) if lock else "", unique.lock_ttl_ms(payload) if lock else 0)
+        reply = access.write(by_mode(ScriptCall("promote", promote_keys, promote_args), steps).evaluate, replay=True)
         if isinstance(reply, bytes):
             raise NotRetryable(f"job {entry.job.ident} is a unique job and job {reply.decode(errors='replace')} "
                                f"holds its lock ({lock}): a copy is already queued or running. Delete this one, "
@@ -306,8 +309,9 @@ class JobSet:
         does nothing once the entry is gone, so a second run can't bury it twice.
         The job's locks (a unique job's) are released in the same step: dead ends it.
         """
-        bury = move_to_dead(self.key, "zset", entry.job.member, entry.job.raw, entry.job.jid,
-                            locks=job_locks.encode(job_locks.locks_of(entry.job.item)))
+        locks = job_locks.encode(job_locks.locks_of(entry.job.item))
+        bury = by_mode(move_to_dead(self.key, "zset", entry.job.member, entry.job.raw, entry.job.jid, locks=locks),
+                       BurySteps(self.key, "zset", entry.job.member, entry.job.raw, entry.job.jid, locks))
         if not access.write(bury.evaluate, replay=True):
             raise StaleEntry(f"job {entry.job.ident} is no longer in {self.key}")
 

@@ -21,6 +21,7 @@ import orjson
 
 from djwork import job_locks
 from djwork.api import access
+from djwork.api.cluster_entries import ByMode, RemoveSteps, by_mode
 from djwork.api.records import JobRecord, text
 from djwork.dead import ScriptCall
 from djwork.redis import key_layout, keys, lanes
@@ -38,10 +39,12 @@ JID_IN = re.compile(rb'\\?"jid\\?"\s*:\s*\\?"([A-Za-z0-9_.:\-]{1,128})')
 PLACES = ("running", "queued", "scheduled", "retry", "dead")
 
 
-def remove_call(key: str, kind: str, record: JobRecord) -> ScriptCall:
-    """remove_entry.lua: delete ``record`` from ``key`` (a "zset" or a "list") and release its locks, one step."""
-    return ScriptCall("remove_entry", [key], [kind, record.member, record.jid,
-                                              job_locks.encode(job_locks.locks_of(record.item))])
+def remove_call(key: str, kind: str, record: JobRecord) -> ByMode:
+    """remove_entry.lua: delete ``record`` from ``key`` (a "zset" or a "list") and release its locks, one step
+    (on a cluster, steps: djwork/api/cluster_entries.py)."""
+    locks = job_locks.encode(job_locks.locks_of(record.item))
+    return by_mode(ScriptCall("remove_entry", [key], [kind, record.member, record.jid, locks]),
+                   RemoveSteps(key, kind, record.member, record.jid, locks))
 
 
 def check_digest(digest: str) -> str:

@@ -1,10 +1,8 @@
 """What a push on a Redis Cluster refuses at once, instead of a CROSSSLOT later (docs/cluster.md, Refused).
 
-A batch and a limiter are written or held by scripts that span slots (the batch's keys and the
-queue's, a limiter's registry and its keys); until their split
+A batch is written by scripts that span slots (the batch's keys and the queue's); until their split
 steps are built, a push that would need one raises ``ClusterUnsupported`` at the call, naming the
-feature, before anything is written. On one server the push hook takes part in no step, and a job
-without limits never asks.
+feature, before anything is written. On one server the push hook takes part in no step.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from typing import Any
 from djwork.client.push_hooks import PushHook
 from djwork.exceptions import ClusterUnsupported
 from djwork.redis.cluster import is_cluster
-from djwork.settings.conf import get_config
 
 # payload field -> the feature that field asks for
 REFUSED_FIELDS = {"bid": "a batch (or a canvas built on batches)",
@@ -39,10 +36,3 @@ class RefuseOnCluster(PushHook):
                     f"not support on a Redis Cluster yet (docs/cluster.md, Refused on a cluster); nothing was "
                     f"written")
 
-
-def refuse_limits_on_cluster(job_name: str) -> None:
-    """Raise ``ClusterUnsupported`` when job ``job_name`` (which has ``limits``) is enqueued on a cluster."""
-    if is_cluster(get_config()):
-        raise ClusterUnsupported(f"job {job_name} runs under rate or concurrency limiters, which djwork does not "
-                                 f"support on a Redis Cluster yet (docs/cluster.md, Refused on a cluster); nothing "
-                                 f"was written")

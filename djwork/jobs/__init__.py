@@ -34,7 +34,6 @@ from typing import Any
 
 from djwork import options as enqueue_options
 from djwork import unique
-from djwork.client.cluster_refusals import refuse_limits_on_cluster
 from djwork.jobs import decorator_options as job_options
 from djwork.jobs import priority as job_priority
 from djwork.jobs.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
@@ -231,8 +230,6 @@ class Job(Task, Enqueueing):
                       unique_for: float | dt.timedelta | None = None, unique_until: str | None = None,
                       ignore_result: bool | None = None, **options: Any) -> tuple[dict[str, Any], float | None]:
         """The Sidekiq job hash for one call, and its run-at epoch (None = now)."""
-        if self.limits:  # a limiter's admission spans slots: refused on a Redis Cluster, at the call
-            refuse_limits_on_cluster(self.name)
         args = list(args) if args else []
         kwargs = dict(kwargs) if kwargs else {}
         if self.typing:  # Celery's typing=False: the arguments are not checked against the signature

@@ -18,10 +18,12 @@ from redis.exceptions import RedisError
 
 from djwork import redis as redis_layer
 from djwork.limiter.base import SWEEP_BATCH, Holding, Limiter
+from djwork.limiter.cluster_steps import holdings_by_limiter, list_apart, wake_connection
 from djwork.limiter.errors import OverLimit
 from djwork.limiter.identity import clean_jid, new_token, process_identity
 from djwork.limiter.names import DEFAULT_LOCK_TIMEOUT, DEFAULT_TTL, DEFAULT_WAIT_TIMEOUT, seconds
 from djwork.redis import keys, scripts
+from djwork.redis.key_layout import Layout, LimiterKeys, layout_of
 from djwork.settings.conf import get_config
 
 logger = logging.getLogger("djwork.limiter")
@@ -31,14 +33,17 @@ WAKE_TTL_MS = 10_000  # a wake-up nobody popped (the waiter learned of its grant
 SHORTEST_BLOCK = 0.01  # BLPOP's timeout 0 means forever: never send it
 
 
-def group_keys(name: str) -> list[str]:
+def group_keys(limiter_keys: LimiterKeys) -> list[str]:
     """The seven keys lua/limiter_concurrent.lua takes per limiter, in its order."""
-    return [keys.limiter(name), keys.limiter_stats(name), keys.limiter_holders(name), keys.limiter_owners(name),
-            keys.limiter_waiters(name), keys.limiter_waiting(name), keys.limiter_lost(name)]
+    return [limiter_keys.meta, limiter_keys.stats, limiter_keys.holders, limiter_keys.owners, limiter_keys.waiters,
+            limiter_keys.waiting, limiter_keys.lost]
 
 
-def script_keys(*names: str) -> list[str]:
-    return [keys.LIMITERS, keys.LIMITER_HOLDINGS, *(key for name in names for key in group_keys(name))]
+def script_keys(layout: Layout, *names: str) -> list[str]:
+    """The script's KEYS for ``names`` in ``layout`` (a cluster's call names one limiter: its own registry stand-in
+    and holdings index are in its slot)."""
+    groups = [layout.limiter(name) for name in names]
+    return [groups[0].registry, groups[0].holdings, *(key for group in groups for key in group_keys(group))]
 
 
 def wake(conn: Any, grants: list[tuple[str, str]]) -> None:
@@ -92,7 +97,10 @@ class ConcurrentLimiter(Limiter):
         return [*super().metadata(), "lock_timeout", repr(self.lock_timeout)]
 
     def _script(self, conn: Any, args: list[Any]) -> list[Any]:
-        reply = scripts.evaluate(conn, "limiter_concurrent", script_keys(self.name), args)
+        layout = layout_of(conn)
+        if args[0] == "acquire":
+            list_apart(conn, layout.limiter(self.name), self.name, self.ttl)
+        reply = scripts.evaluate(conn, "limiter_concurrent", script_keys(layout, self.name), args)
         return list(reply)
 
     def _acquire_call(self, token: str, budget: float, identity: str, jid: str) -> list[Any]:
@@ -129,10 +137,10 @@ class ConcurrentLimiter(Limiter):
         """Block on this waiter's wake list until granted, asking the script again after each slice."""
         # A connection of its own: a pooled one blocked here would starve the pool of connections
         # the holders need to release (and a waiting list can be longer than the pool).
-        connection = redis_layer.DedicatedConnection("default")
+        wake_key = keys.limiter_wake(self.name, token)
+        connection = wake_connection(wake_key)
         # A slice stays under the socket timeout, so a block never reads as a dead connection.
         longest_block = max(SHORTEST_BLOCK, get_config().socket_timeout / 2)
-        wake_key = keys.limiter_wake(self.name, token)
         try:
             while int(reply[0]) == WAIT:
                 block_for = max(SHORTEST_BLOCK, min(float(reply[2]), deadline - time.monotonic(), longest_block))
@@ -186,29 +194,52 @@ def release_slots_of(identity: str) -> int:
     slot goes to its limiter's oldest waiter at once. Returns the number of slots freed.
     """
     freed = 0
-    low, high = f"[{identity}\t".encode(), f"[{identity}\t".encode() + b"\xff"
     for _ in range(3):  # a waiter of the dead process granted meanwhile is freed on the next round
-        entries = redis_layer.run(lambda conn: conn.zrangebylex(keys.LIMITER_HOLDINGS, low, high), idempotent=True)
-        names = sorted({_text(entry).split("\t")[1] for entry in entries if _text(entry).count("\t") >= 2})
-        if not names:
+        calls = redis_layer.run(lambda conn: _free_calls(conn, identity), idempotent=True)
+        if not calls:
             break
+        left = 0
+        for names in calls:
 
-        def block(conn: Any, names: list[str] = names) -> list[Any]:
-            reply = list(scripts.evaluate(conn, "limiter_concurrent", script_keys(*names), ["free", identity, *names]))
-            pairs = reply[2:]
-            wake(conn, [(_text(pairs[i]), _text(pairs[i + 1])) for i in range(0, len(pairs) - 1, 2)])
-            return reply
+            def block(conn: Any, names: list[str] = names) -> list[Any]:
+                reply = list(scripts.evaluate(conn, "limiter_concurrent", script_keys(layout_of(conn), *names),
+                                              ["free", identity, *names]))
+                pairs = reply[2:]
+                wake(conn, [(_text(pairs[i]), _text(pairs[i + 1])) for i in range(0, len(pairs) - 1, 2)])
+                return reply
 
-        reply = redis_layer.run(block, idempotent=True)
-        freed += int(reply[0])
-        if not int(reply[1]):
+            reply = redis_layer.run(block, idempotent=True)
+            freed += int(reply[0])
+            left += int(reply[1])
+        if not left:
             break
     if freed:
         logger.warning("djwork: freed %d limiter slot(s) held by dead process %s", freed, identity)
     return freed
 
 
+def _free_calls(conn: Any, identity: str) -> list[list[str]]:
+    """The limiter names ``identity`` holds slots of, grouped by the free call that frees them.
+
+    One server: one call for all, found in the shared index by a lex range (not a scan). A cluster: one call
+    per limiter (each is its own slot), found in each limiter's own index.
+    """
+    if layout_of(conn).cluster:
+        return [[name] for name, entries in holdings_by_limiter(conn).items()
+                if any(_text(entry).startswith(f"{identity}\t") for entry in entries)]
+    low, high = f"[{identity}\t".encode(), f"[{identity}\t".encode() + b"\xff"
+    entries = conn.zrangebylex(keys.LIMITER_HOLDINGS, low, high)
+    names = sorted({_text(entry).split("\t")[1] for entry in entries if _text(entry).count("\t") >= 2})
+    return [names] if names else []
+
+
+def _all_holdings(conn: Any) -> list[Any]:
+    if layout_of(conn).cluster:
+        return [entry for entries in holdings_by_limiter(conn).values() for entry in entries]
+    return conn.zrange(keys.LIMITER_HOLDINGS, 0, -1)
+
+
 def identities_holding_slots() -> list[str]:
     """Every process identity that holds a concurrent slot (the reaper may check each one's beat)."""
-    entries = redis_layer.run(lambda conn: conn.zrange(keys.LIMITER_HOLDINGS, 0, -1), idempotent=True)
+    entries = redis_layer.run(_all_holdings, idempotent=True)
     return sorted({_text(entry).split("\t")[0] for entry in entries})

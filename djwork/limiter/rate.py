@@ -14,10 +14,12 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.limiter.base import SWEEP_BATCH, Holding, Limiter
+from djwork.limiter.cluster_steps import list_apart
 from djwork.limiter.errors import OverLimit
 from djwork.limiter.identity import clean_jid, new_token, process_identity
 from djwork.limiter.names import DEFAULT_TTL, DEFAULT_WAIT_TIMEOUT, interval_seconds, positive_points
-from djwork.redis import keys, scripts
+from djwork.redis import scripts
+from djwork.redis.key_layout import LimiterKeys, layout_of
 
 # Sleep this much past the computed retry: Redis's clock and this host's sleep both drift a little,
 # and waking a hair early costs one more round trip for nothing.
@@ -26,9 +28,10 @@ WAKE_MARGIN = 0.002
 ADMITTED, WAIT, OVER = 1, 0, -1
 
 
-def rate_keys(name: str) -> list[str]:
-    return [keys.LIMITERS, keys.limiter(name), keys.limiter_stats(name), keys.limiter_state(name),
-            keys.limiter_waiters(name), keys.limiter_waiting(name)]
+def rate_keys(limiter_keys: LimiterKeys) -> list[str]:
+    """lua/limiter_rate.lua's KEYS, from the limiter's keys in the mode's layout (``layout_of(conn).limiter``)."""
+    return [limiter_keys.registry, limiter_keys.meta, limiter_keys.stats, limiter_keys.state, limiter_keys.waiters,
+            limiter_keys.waiting]
 
 
 class RateLimiter(Limiter):
@@ -46,8 +49,15 @@ class RateLimiter(Limiter):
     def _call(self, op: str, token: str, cost: float, budget: float, jid: str) -> list[Any]:
         args = [op, self.name, self.kind, self.size, repr(float(self.interval)), repr(self.ttl), token,
                 repr(float(cost)), repr(budget), process_identity(), jid, SWEEP_BATCH, *self.metadata()]
+
+        def block(conn: Any) -> list[Any]:
+            limiter_keys = layout_of(conn).limiter(self.name)
+            if op == "acquire":
+                list_apart(conn, limiter_keys, self.name, self.ttl)
+            return scripts.evaluate(conn, "limiter_rate", rate_keys(limiter_keys), args)
+
         # Not replayed: a bucket's count would be charged twice.
-        return redis_layer.run(lambda conn: scripts.evaluate(conn, "limiter_rate", rate_keys(self.name), args))
+        return redis_layer.run(block)
 
     def _admit(self, cost: float, wait_timeout: Any, jid: str | None) -> float:
         """Wait for ``cost`` units; returns the Redis time of the admission."""

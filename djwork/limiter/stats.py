@@ -14,7 +14,7 @@ from typing import Any
 from djwork import redis as redis_layer
 from djwork.limiter.base import Limiter
 from djwork.limiter.names import DEFAULT_TTL, validate_name
-from djwork.redis import keys
+from djwork.redis.key_layout import layout_of
 
 FIELDS = {
     "held": "completed holdings of a concurrent slot",
@@ -83,10 +83,10 @@ def record_rescheduled(limiter: Limiter | str, count: int = 1) -> None:
         name, ttl, keep = limiter.name, limiter.ttl, False
     else:
         name, ttl, keep = validate_name(limiter), DEFAULT_TTL, True
-    key = keys.limiter_stats(name)
     ttl_ms = math.ceil(ttl * 1000)
 
     def block(conn: Any) -> None:
+        key = layout_of(conn).limiter(name).stats
         pipe = conn.pipeline(transaction=True)
         pipe.hincrby(key, "rescheduled", count)
         pipe.pexpire(key, ttl_ms, nx=keep)

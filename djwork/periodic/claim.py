@@ -23,7 +23,8 @@ from djwork.payload import dumps, new_jid
 from djwork.periodic.clock import Clock
 from djwork.periodic.entries import Entry
 from djwork.periodic.plan import Claim
-from djwork.redis import keys, scripts
+from djwork.redis import key_layout, keys, scripts
+from djwork.redis.cluster import is_cluster
 from djwork.settings.conf import Config
 
 SCRIPT = "periodic_claim"
@@ -63,7 +64,7 @@ def payload_json(entry: Entry, job: Any, jid: str, slot_ms: int | None, config: 
     if slot_ms is not None:
         marker["slot"] = slot_ms / 1000
     if not entry.overlap:
-        lock = keys.periodic_lock(entry.id)
+        lock = key_layout.layout(is_cluster(config)).periodic_lock(entry.id)
         marker["lock"] = lock
         marker["lock_ttl"] = lock_ttl_ms(entry, clock) / 1000
         # Named among the job's locks, the lock is released by the worker in the step that ends the job.
@@ -89,9 +90,9 @@ def call(entry: Entry, job: Any, claim: Claim, config: Config, clock: Clock) -> 
         if built is None:
             # Decided all the same: left undecided, the slot would be asked about on every tick.
             return _call(entry, job, Claim("skip", claim.slot, claim.skipped, claim.first_skipped, "middleware"),
-                         "", "", clock)
+                         "", "", config, clock)
         payload = built
-    return _call(entry, job, claim, payload, jid, clock)
+    return _call(entry, job, claim, payload, jid, config, clock)
 
 
 def run_now_call(entry: Entry, job: Any, config: Config, clock: Clock) -> ClaimCall | None:
@@ -100,13 +101,13 @@ def run_now_call(entry: Entry, job: Any, config: Config, clock: Clock) -> ClaimC
     payload = payload_json(entry, job, jid, None, config, clock)
     if payload is None:
         return None
-    return _call(entry, job, Claim("now", 0), payload, jid, clock)
+    return _call(entry, job, Claim("now", 0), payload, jid, config, clock)
 
 
-def _call(entry: Entry, job: Any, claim: Claim, payload: str, jid: str, clock: Clock) -> ClaimCall:
+def _call(entry: Entry, job: Any, claim: Claim, payload: str, jid: str, config: Config, clock: Clock) -> ClaimCall:
     queue = job_queue(entry, job)
     script_keys = [keys.periodic_state(entry.id), keys.periodic_history(entry.id), keys.queue(queue), keys.QUEUES,
-                   keys.periodic_lock(entry.id)]
+                   key_layout.layout(is_cluster(config)).periodic_lock(entry.id)]
     args = [claim.mode, str(claim.slot), str(claim.skipped), str(claim.first_skipped), claim.reason or "missed",
             payload, jid, queue, "" if entry.overlap else str(lock_ttl_ms(entry, clock)), *clock.lua_args(),
             str(HISTORY_KEPT)]

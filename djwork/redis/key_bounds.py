@@ -149,6 +149,8 @@ BOUNDS: tuple[KeyBound, ...] = (
     # Rate limiters.
     KeyBound("djwork:limiters", LIMITER, cap="expired names swept at each acquisition"),
     KeyBound("djwork:limiter-holdings", JOB, cap="a slot leaves it at its release; a dead process's by the reaper"),
+    KeyBound("djwork:limiter-holdings:{djwork:limiter:<name>}", JOB,
+             cap="a slot leaves it at its release; a dead process's by the reaper"),
     KeyBound("djwork:limiter:<name>", LIMITER, ttl=_LIMITER_TTL),
     KeyBound("djwork:limiter-stats:<name>", LIMITER, ttl=_LIMITER_TTL),
     KeyBound("djwork:limiter-state:<name>", JOB, ttl=_LIMITER_TTL, cap="the limit (a window's log is trimmed "

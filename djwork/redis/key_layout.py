@@ -15,6 +15,28 @@ from djwork.redis import keys
 
 
 @dataclass(frozen=True, slots=True)
+class LimiterKeys:
+    """One limiter's keys, in lua/limiter_*.lua's terms.
+
+    ``registry`` is the script's KEYS[1]: ``djwork:limiters`` on one server; on a cluster (the registry is in
+    a slot of its own) the metadata key itself, which tells the script to leave the registry to the listing
+    step apart (lua/limiter_list.lua, docs/cluster.md). ``holdings`` is the index of held slots: one shared
+    ZSET on one server, the limiter's own on a cluster.
+    """
+
+    registry: str
+    meta: str
+    stats: str
+    state: str
+    holders: str
+    owners: str
+    waiters: str
+    waiting: str
+    lost: str
+    holdings: str
+
+
+@dataclass(frozen=True, slots=True)
 class Layout:
     """The per-queue companion keys of one mode: one server's names, or a cluster's hash-tagged ones.
 
@@ -56,6 +78,19 @@ class Layout:
 
     def periodic_history(self, entry_id: str) -> str:
         return keys.cluster_periodic_history(entry_id) if self.cluster else keys.periodic_history(entry_id)
+
+    def limiter(self, name: str) -> LimiterKeys:
+        meta = keys.limiter(name)
+        group = keys.cluster_limiter_tag(name) if self.cluster else name
+        return LimiterKeys(
+            registry=meta if self.cluster else keys.LIMITERS, meta=meta, stats=keys.limiter_stats(group),
+            state=keys.limiter_state(group), holders=keys.limiter_holders(group), owners=keys.limiter_owners(group),
+            waiters=keys.limiter_waiters(group), waiting=keys.limiter_waiting(group), lost=keys.limiter_lost(group),
+            holdings=keys.cluster_limiter_holdings(name) if self.cluster else keys.LIMITER_HOLDINGS)
+
+    def periodic_lock(self, entry_id: str) -> str:
+        """A no-overlap entry's running lock: in its state's slot on a cluster, so the claim takes it in one step."""
+        return keys.periodic_lock(entry_id, cluster=self.cluster)
 
     @property
     def dead_bytes(self) -> str:

@@ -27,8 +27,7 @@ STAT_EXPIRED = "djwork:stat:expired"  # STRING integer, INCRBY: jobs dropped unr
 BEATS = "djwork:beats"  # ZSET identity -> Redis TIME of its last beat
 ORPHAN_COUNTS = "djwork:orphan-counts"  # HASH jid -> times recovered from a dead process
 DEAD_BYTES = "djwork:dead-bytes"  # STRING integer: bytes of the `dead` members djwork filed (lua/dead_lib.lua)
-# HASH jid -> epoch seconds: jobs that finished after their process's shutdown deadline pushed them back and
-# whose copy had already left the queue; a fetch or take that meets such a copy drops it instead of running it.
+# HASH jid -> epoch seconds: jobs that finished after the shutdown deadline pushed them back; a fetch drops the copy.
 FINISHED_LATE = "djwork:finished-late"
 ISOLATED_PREFIX = "djwork:isolated:"  # LIST per queue: jobs recovered more than once, one per process at a time
 LANE_PREFIX = "djwork:lane:"  # + <name>|<n>: LIST of a queue's jobs in priority lane n (docs/priority.md)
@@ -36,11 +35,10 @@ HISTORY = "djwork:history"  # STREAM of executions, one entry per flush of <= 20
 ITERATION_PREFIX = "djwork:iteration:"  # STRING JSON: an iterable job's cursor and progress, TTL ITERABLE_STATE_TTL
 RESULT_PREFIX = "djwork:result:"  # HASH result record (Django Tasks and Celery-style fields), TTL RESULT_TTL
 RESULT_NOTIFY_PREFIX = "djwork:result-notify:"  # LIST per jid: wakes a waiting AsyncResult.get(), EXPIRE 60 s
-# HASH jid -> its notify LIST key, for a waiting get() (the writer pushes it, drops the field); EXPIRE 60 s renewed
+# HASH jid -> the notify LIST a get() waits on (the writer pushes it); EXPIRE 60 s renewed by each waiter.
 RESULT_WAITERS = "djwork:result-waiters"
 RESULT_WAITER_PREFIX = "djwork:result-waiter:"  # + {djwork:result:<jid>}: a cluster's RESULT_WAITERS, one per job
-# ZSET jid -> epoch seconds until which the revoke holds; the key's EXPIRE is RESULT_TTL from the last revoke.
-REVOKED = "djwork:revoked"
+REVOKED = "djwork:revoked"  # ZSET jid -> epoch seconds the revoke holds until; EXPIRE RESULT_TTL from the last one
 STATS_TTL = 5 * 365 * 24 * 3600  # per-day stat keys live five years (Sidekiq's STATS_TTL)
 PROCESS_TTL = 60  # identity hash, work hash, signal list
 
@@ -139,13 +137,11 @@ QUARANTINE_INDEX = "djwork:quarantine"  # ZSET copy name -> ms it was moved (5 c
 QUARANTINE_TTL = 30 * 24 * 3600
 # ZSET key -> ms last reported: a key a WRONGTYPE was met on, for a worker's key guard to move aside; cap 1,000.
 KEY_GUARD_REPORTED = "djwork:key-guard:reported"
-# + <random>: a queue or sorted set a clear moved aside while it releases its jobs' locks; EXPIRE 1 day
-CLEARING_PREFIX = "djwork:clearing:"
+CLEARING_PREFIX = "djwork:clearing:"  # + <random>: a queue or set a clear moved aside to release locks; EXPIRE 1 day
 
 
 # --- rate limiters (docs/limiters.md) --------------------------------------------
-# Per-limiter keys put the name last, after a prefix no name can contain (names are
-# [A-Za-z0-9_.:-]), so limiter "a:stats" can never collide with limiter "a"'s stats.
+# Per-limiter keys put the name last, after a prefix no name ([A-Za-z0-9_.:-]) contains: "a:stats" is not "a"'s stats.
 LIMITERS = "djwork:limiters"  # ZSET limiter name -> expiry (Redis time); swept on use
 LIMITER_HOLDINGS = "djwork:limiter-holdings"  # ZSET, scores 0: "<identity>\t<name>\t<token>" per held slot
 LIMITER_PREFIX = "djwork:limiter:"  # HASH metadata: kind size interval ttl wait_timeout lock_timeout config
@@ -224,14 +220,13 @@ def cluster_periodic_history(entry_id: str) -> str:
     return f"{PERIODIC_HISTORY_PREFIX}{{{PERIODIC_STATE_PREFIX}{entry_id}}}"
 
 
-def periodic_lock(entry_id: str) -> str:
-    """STRING ``djwork:periodic-running:<id>``: the jid of a no-overlap entry's run, until it is acked or dead."""
-    return f"{PERIODIC_LOCK_PREFIX}{entry_id}"
+def periodic_lock(entry_id: str, cluster: bool = False) -> str:
+    """STRING ``djwork:periodic-running:<id>``, on a cluster ``...:{djwork:periodic:state:<id>}``: a run's jid."""
+    return f"{PERIODIC_LOCK_PREFIX}{{{periodic_state(entry_id)}}}" if cluster else f"{PERIODIC_LOCK_PREFIX}{entry_id}"
 
 
 # --- unique jobs (docs/unique.md) -------------------------------------------------
-# Sidekiq Enterprise's prefix, value = the owner jid. Written only by lua/unique_push.lua
-# (SET NX PX with the push); deleted, owner-checked, in the Lua step that ends the job.
+# Sidekiq Enterprise's prefix, value = owner jid; set by lua/unique_push.lua, deleted owner-checked as the job ends.
 UNIQUE_PREFIX = "unique:"
 
 
@@ -240,21 +235,18 @@ def unique(digest: str) -> str:
     return f"{UNIQUE_PREFIX}{digest}"
 
 
-# The locks bound to a job's life (djwork/job_locks.py): the only keys a payload's `djwork_locks` may
-# name. A payload is data anybody with Redis access can write; it must not be able to make a worker
-# delete an arbitrary key (the owner check is the second guard). Lua's release reads the same list.
+# The locks bound to a job's life (djwork/job_locks.py): the only keys a payload's `djwork_locks` may name. A
+# payload is anybody's data: it must not make a worker delete any key (the owner check is the second guard).
 JOB_LOCK_PREFIXES = (UNIQUE_PREFIX, PERIODIC_LOCK_PREFIX)
 
 
 # --- execution metrics, Sidekiq 8's layout and 7's (docs/metrics.md) ----------------
-# Times are UTC. Sidekiq 7's Metrics page reads other names (docs/metrics.md,
-# Versions): the per-minute hash and histogram are written under both.
+# Times are UTC. Sidekiq 7's Metrics page reads other names (docs/metrics.md, Versions): hash, histogram in both.
 METRICS_MINUTE_TTL = 8 * 3600  # per-minute `j|` hashes and the histograms (Sidekiq's SHORT_TERM)
 METRICS_TEN_MINUTE_TTL = 72 * 3600  # 10-minute `j|` rollups (Sidekiq's MID_TERM)
 DEPLOY_MARKS_TTL = 90 * 24 * 3600  # Sidekiq::Deploy's MARK_TTL
 DEPLOY_LOCK_TTL = 60
-# Cluster-wide running totals since the keys were created, for Prometheus counters (rate() needs a
-# value that only grows; the `j|` buckets expire). No TTL: one field per class and metric.
+# Running totals for Prometheus counters (rate() needs a value that only grows); no TTL, a field per class+metric.
 METRICS_TOTALS = "djwork:metrics:totals"  # HASH <Class>|p, <Class>|f, <Class>|ms
 METRICS_HISTOGRAM_TOTALS = "djwork:metrics:histograms"  # HASH <Class>|<bucket 0-25> -> successful runs
 # The prefixes of the per-minute keys below, for the key guard's table (djwork/redis/key_types.py).
@@ -308,8 +300,7 @@ def queue_metrics_ten_minutes(now: dt.datetime) -> str:
     """HASH ``djwork:qm|YYMMDD|H:M``: the same sums over ten minutes."""
     return queue_metrics_minute(now)[:-1]
 # --- batches (docs/batches.md) ------------------------------------------------------
-# Sidekiq Pro's names: ``b-<bid>`` and its ``-jids`` set; the other suffixes are djwork's. lua/batch_lib.lua
-# builds the same keys with these functions, generated into Lua (djwork/redis/lua_keys.py), from the bid it is handed.
+# Sidekiq Pro's ``b-<bid>`` and ``-jids``; the other suffixes are djwork's (also generated into Lua: lua_keys.py).
 BATCH_PREFIX = "b-"
 BATCHES = "batches"  # ZSET bid -> created_at epoch seconds: the listing, newest first; pruned when read
 BATCH_SUFFIXES = ("-jids", "-failed", "-died", "-order", "-results")
@@ -354,10 +345,8 @@ def saved_group(group_id: str) -> str:
 
 
 # --- Redis Cluster (docs/cluster.md, Keys) ------------------------------------------
-# A Lua script or MULTI may touch one hash slot only. ``queue:<name>`` has no braces and hashes whole, so
-# a companion whose name holds ``{queue:<name>}`` shares its slot without the queue (Sidekiq's name) being
-# renamed. The single-server names above do not change: a cluster's layout is a second one, chosen once
-# by the mode (djwork/redis/key_layout.py), never a test scattered through the callers.
+# A script may touch one hash slot only: a companion named with ``{queue:<name>}`` shares the slot of
+# ``queue:<name>`` (Sidekiq's name, kept). A second layout, chosen once by the mode (redis/key_layout.py).
 def cluster_in_progress(identity: str, queue_name: str) -> str:
     """LIST ``djwork:inprogress:<identity>|{queue:<name>}``: ``in_progress`` in the queue's slot."""
     return f"{IN_PROGRESS_PREFIX}{identity}|{{{QUEUE_PREFIX}{queue_name}}}"
@@ -398,3 +387,14 @@ def cluster_result_notify(result_id: str) -> str:
 def cluster_result_waiters(result_id: str) -> str:
     """HASH ``djwork:result-waiter:{djwork:result:<id>}``: one job's ``RESULT_WAITERS``, in its record's slot."""
     return f"{RESULT_WAITER_PREFIX}{{{RESULT_PREFIX}{result_id}}}"
+
+
+
+def cluster_limiter_tag(name: str) -> str:
+    """``{djwork:limiter:<name>}``: the metadata HASH hashes whole; a companion named with this tag shares its slot."""
+    return f"{{{LIMITER_PREFIX}{name}}}"
+
+
+def cluster_limiter_holdings(name: str) -> str:
+    """ZSET ``djwork:limiter-holdings:{djwork:limiter:<name>}``: one limiter's ``LIMITER_HOLDINGS``, in its slot."""
+    return f"{LIMITER_HOLDINGS}:{cluster_limiter_tag(name)}"

@@ -16,14 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from djwork import redis as redis_layer
-from djwork.exceptions import ClusterUnsupported
 from djwork.options import check_jid
 from djwork.redis import keys, lanes, scripts
 from djwork.redis.cluster import is_cluster
 from djwork.results import record as result_record
 from djwork.results import revoke_events
+from djwork.results.cluster_revoke import revoke_steps
 from djwork.results.revoke_flag import revoked
-from djwork.settings.conf import get_config
+from djwork.settings.conf import Config, get_config
 
 # Entries looked at per sorted set or queue list: a revoke blocks Redis while it searches
 # (about 0.1-0.3 s for 100,000 entries); a job beyond the bound is still stopped at fetch.
@@ -53,29 +53,33 @@ def revoke(jid: str, terminate: bool = False, signal: Any = None, queue: str | N
             "Revoke without terminate, and have the job check self.request.is_revoked() (bind=True) "
             "or djwork.revoked(jid) and return early.")
     config = get_config()
-    if is_cluster(config):  # its one step spans slots (docs/cluster.md): refused, never a CROSSSLOT
-        raise ClusterUnsupported(f"djwork.revoke({jid!r}): revoking is not supported on a Redis Cluster yet "
-                                 f"(docs/cluster.md, Refused on a cluster)")
+    # A cluster splits the one step into single-slot ones (djwork/results/cluster_revoke.py).
+    steps = revoke_steps if is_cluster(config) else _revoke_step
 
     def run(conn: Any) -> list[Any]:
-        if queue is not None:
-            names = [queue]
-        else:
-            names = sorted(name.decode() if isinstance(name, bytes) else name for name in conn.smembers(keys.QUEUES))
-        # A job with a priority waits in one of its queue's registered lanes (docs/priority.md).
-        pipe = conn.pipeline(transaction=False)
-        for name in names:
-            pipe.smembers(keys.lanes(name))
-        registered = pipe.execute(raise_on_error=False)
-        lane_keys = [lanes.list_key(name, lane) for name, members in zip(names, registered, strict=True)
-                     for lane in lanes.registered(members)]
-        script_keys = [keys.REVOKED, keys.result(jid), keys.SCHEDULE, keys.RETRY, keys.ORPHAN_COUNTS,
-                       keys.RESULT_WAITERS, *(keys.queue(name) for name in names), *lane_keys]
-        spec = result_record.revoked_spec(f"job {jid} was revoked", config)
-        return scripts.evaluate(conn, "revoke", script_keys, [jid, config.result_ttl, spec, SCAN_BOUND])
+        return steps(conn, jid, queue, config, SCAN_BOUND)
 
     # Replay-safe: a second run finds the job gone and the flag set, and REVOKED is kept.
     removed = redis_layer.run(run, idempotent=True)
     # Key, payload pairs. Sent after the step: a receiver sees the job gone and its record REVOKED.
     revoke_events.removed(removed[1::2])
     return bool(removed)
+
+
+def _revoke_step(conn: Any, jid: str, queue: str | None, config: Config, bound: int) -> list[Any]:
+    """lua/revoke.lua: the whole revoke in one step, on one server."""
+    if queue is not None:
+        names = [queue]
+    else:
+        names = sorted(name.decode() if isinstance(name, bytes) else name for name in conn.smembers(keys.QUEUES))
+    # A job with a priority waits in one of its queue's registered lanes (docs/priority.md).
+    pipe = conn.pipeline(transaction=False)
+    for name in names:
+        pipe.smembers(keys.lanes(name))
+    registered = pipe.execute(raise_on_error=False)
+    lane_keys = [lanes.list_key(name, lane) for name, members in zip(names, registered, strict=True)
+                 for lane in lanes.registered(members)]
+    script_keys = [keys.REVOKED, keys.result(jid), keys.SCHEDULE, keys.RETRY, keys.ORPHAN_COUNTS,
+                   keys.RESULT_WAITERS, *(keys.queue(name) for name in names), *lane_keys]
+    spec = result_record.revoked_spec(f"job {jid} was revoked", config)
+    return scripts.evaluate(conn, "revoke", script_keys, [jid, config.result_ttl, spec, bound])

@@ -27,6 +27,7 @@ from djwork.worker.job_start import TrackStarted
 from djwork.worker.limits import LimiterAdmission
 from djwork.worker.lock_ties import LockTies
 from djwork.worker.metrics import ExecutionMetricsHook
+from djwork.worker.mode import mode_for
 from djwork.worker.outcome import ResultRecords
 from djwork.worker.run_hooks import RunHook
 from djwork.worker.server_middleware import ServerMiddleware
@@ -54,7 +55,7 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
         Expiry(config, identity),
         BatchRun(config),
         TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,
-        LimiterAdmission(config),
+        LimiterAdmission(config, mode_for(config).reschedule),
         IterableRun(run_state),
         ServerMiddleware(middleware) if middleware else None,
         CeleryEvents(),

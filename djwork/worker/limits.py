@@ -123,8 +123,10 @@ class LimiterAdmission(RunHook):
     inside a transaction or a span a middleware opened), and a refusal sent back to wait, for every job
     (a limiter used inside the body refuses too)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, reschedule: Callable[..., Any] = reschedule_call) -> None:
         self.config = config
+        # reschedule_call's one step, or a cluster's two (djwork/worker/mode.py, chosen once)
+        self.reschedule = reschedule
 
     def wraps(self, target: Any) -> bool:
         return bool(getattr(target, "limits", ()))
@@ -152,7 +154,7 @@ class LimiterAdmission(RunHook):
                                "event": "rescheduled"})
         if run.acks.abandoned:
             return True  # pushed back at the shutdown deadline already
-        call = reschedule_call(unit.in_progress_key or keys.queue(unit.queue), unit.raw, new_payload, score, jid,
+        call = self.reschedule(unit.in_progress_key or keys.queue(unit.queue), unit.raw, new_payload, score, jid,
                                bool(unit.in_progress_key))
         redis_layer.run(call.evaluate, idempotent=True)
         count_rescheduled(error.name)

@@ -15,12 +15,13 @@ from djwork import dead, job_locks
 from djwork.redis.cluster import is_cluster
 from djwork.settings.conf import Config
 from djwork.worker import fetch
-from djwork.worker.cluster import filing, locks, refusals, results
+from djwork.worker.cluster import filing, locks, results
 from djwork.worker.cluster.fetch import ClusterFetcher
 from djwork.worker.cluster.periodic import ClusterPeriodicTicker
 from djwork.worker.cluster.promotion import ClusterScheduledPoller
 from djwork.worker.cluster.recovery import ClusterReaper
 from djwork.worker.fetch import Fetcher
+from djwork.worker.limits import reschedule_call
 from djwork.worker.periodic import PeriodicTicker
 from djwork.worker.reaper import Reaper
 from djwork.worker.scheduled import ScheduledPoller
@@ -38,17 +39,15 @@ class WorkerMode:
     store_results: Callable[[Sequence[tuple[str, str]]], None]  # (jid, result spec) written outside an ack
     release_locks: Callable[[Any, list[str], str], int]  # (conn, lock keys, owner jid) -> released: job_locks.release
     periodic_ticker: Callable[..., PeriodicTicker]
+    reschedule: Callable[..., Any]  # limits.reschedule_call's arguments -> an object with evaluate(conn)
 
 
 SINGLE_SERVER = WorkerMode(False, Fetcher, Reaper, ScheduledPoller, dead.file_failure, fetch.store_results,
-                           job_locks.release, PeriodicTicker)
+                           job_locks.release, PeriodicTicker, reschedule_call)
 CLUSTER = WorkerMode(True, ClusterFetcher, ClusterReaper, ClusterScheduledPoller, filing.file_failure,
-                     results.store_results, locks.release, ClusterPeriodicTicker)
+                     results.store_results, locks.release, ClusterPeriodicTicker, filing.reschedule)
 
 
 def mode_for(config: Config) -> WorkerMode:
-    """The mode of ``config``'s Redis; on a cluster, first refuses what the worker cannot do there safely."""
-    if not is_cluster(config):
-        return SINGLE_SERVER
-    refusals.check_worker(config)
-    return CLUSTER
+    """The mode of ``config``'s Redis."""
+    return CLUSTER if is_cluster(config) else SINGLE_SERVER

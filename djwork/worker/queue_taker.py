@@ -66,10 +66,7 @@ class QueueTaker:
             if taken is not None or paused:
                 return taken, paused
         connection = self.connection
-        if self.fetcher.reliable:
-            take = ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
-        else:
-            take = ("BRPOP", self.queue_key, timeout)
+        take = self._take_command(timeout)
         try:
             taken, paused, finished_late, revoked, lanes_present = redis_layer.exchange(connection, [
                 take, ("SISMEMBER", keys.PAUSED, self.queue), ("EXISTS", keys.FINISHED_LATE),
@@ -88,10 +85,8 @@ class QueueTaker:
                         self._drop()  # the TYPE lookup may have failed and closed the socket: redial, new id
                 raise error
         self.lanes_seen = lanes_present == 1
-        if taken is not None and not self.fetcher.reliable:
-            taken = taken[1]
-        if isinstance(taken, bytes):
-            taken = stored_payload(taken)
+        taken = self._payload(taken)
+        if taken is not None:
             dropped = finished_late and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
                 self.queue_index, taken)
             if dropped or (revoked and self.fetcher.drop_if_revoked(self.queue_index, taken)):
@@ -113,6 +108,18 @@ class QueueTaker:
             lambda conn: scripts.evaluate(conn, "fetch", script_keys, args), purpose="fetch")
         fetcher.report_drops(broken, skipped, revoked)
         return (stored_payload(fetched[1]) if fetched else None), bool(paused)
+
+    def _take_command(self, timeout: float) -> tuple[Any, ...]:
+        """The blocking take: reliable fetch moves the job onto our in-progress list in the same command."""
+        if self.fetcher.reliable:
+            return ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
+        return ("BRPOP", self.queue_key, timeout)
+
+    def _payload(self, taken: Any) -> StoredPayload | None:
+        """The take's reply as a payload, or None when the wait timed out (BRPOP replies [queue, payload])."""
+        if taken is not None and not self.fetcher.reliable:
+            taken = taken[1]
+        return stored_payload(taken) if isinstance(taken, bytes) else None
 
     def unblock(self) -> None:
         """Cut this taker's blocked wait short (CLIENT UNBLOCK of its connection's id), from another thread."""

@@ -34,8 +34,9 @@ from djwork import redis as redis_layer
 from djwork.payload import stored_payload
 from djwork.redis import key_layout, keys, scripts
 from djwork.redis.cluster_exchange import receive_by_node, send_by_node
+from djwork.results import revoke_events
 from djwork.settings.conf import Capsule
-from djwork.worker.cluster import locks, results
+from djwork.worker.cluster import locks, results, revoked
 from djwork.worker.cluster.taker import ClusterQueueTaker
 from djwork.worker.fetch import Ack, Fetcher, SentFetch, UnitOfWork, logger
 from djwork.worker.isolation import IsolationGate
@@ -64,6 +65,9 @@ class ClusterFetcher(Fetcher):
         # Each queue's slot (its companions' too, by the tag), and paused's: computed once, not per round.
         self.queue_slots = [key_slot(key.encode()) for key in self.queue_keys]
         self.paused_slot = key_slot(keys.PAUSED.encode())
+        self.revoked_slot = key_slot(keys.REVOKED.encode())
+        # Whether the last first round saw djwork:revoked non-empty: only then are the jobs taken checked.
+        self.revoked_seen = False
 
     def send(self, limit: int, acks: list[Ack]) -> SentFetch:
         """The first round leaves (every queue's acks, its takes, the lengths and ``paused``); ``receive`` reads it.
@@ -90,8 +94,9 @@ class ClusterFetcher(Fetcher):
                                acked.get(index, []))
                     for position, (index, each_limit) in enumerate(calls)]
         commands += self._length_reads()
-        commands.append(("SMEMBERS", keys.PAUSED))
-        slots = [self.queue_slots[index - 1] for index, _limit in calls] + self.queue_slots + [self.paused_slot]
+        commands += [("EXISTS", keys.REVOKED), ("SMEMBERS", keys.PAUSED)]
+        slots = [self.queue_slots[index - 1] for index, _limit in calls] + self.queue_slots + [self.revoked_slot,
+                                                                                               self.paused_slot]
         try:
             # A failed dial is retried by the policy: nothing was sent to any node then (cluster_exchange).
             sent_round = redis_layer.run(lambda conn: send_by_node(conn, commands, redis_layer.pack, slots),
@@ -141,6 +146,8 @@ class ClusterFetcher(Fetcher):
             self.isolation.settle(sent.isolated_allowed, 0)
             raise
         self.isolation.settle(sent.isolated_allowed, sum(unit.isolated for unit in work))
+        if self.revoked_seen and work:
+            work = self._without_revoked(work)
         # The acks' LREMs have their replies: now their locks, one call per lock (each its own slot).
         locks.release_ended([(ack.jid, ack.locks) for ack in sent.acks if ack.locks])
         return work
@@ -153,9 +160,10 @@ class ClusterFetcher(Fetcher):
 
     def _rounds(self, sent: Any) -> list[UnitOfWork]:
         replies = self._again_as_eval(sent.round.commands, receive_by_node(sent.round))
-        paused = replies.pop()
+        paused, revoked_seen = replies.pop(), replies.pop()
         if not isinstance(paused, Exception):
             self.paused = {name.decode() if isinstance(name, bytes) else name for name in paused}
+        self.revoked_seen = revoked_seen != 0  # an error reply: checked, to be safe
         work = self._round_done(sent.calls, replies)
         asked = {index for index, _limit in sent.calls}
         while len(work) < sent.limit:
@@ -226,9 +234,21 @@ class ClusterFetcher(Fetcher):
             locks.release_ended([(unit.ack_jid or "", held)])
         return outcome
 
+    def _without_revoked(self, work: list[UnitOfWork]) -> list[UnitOfWork]:
+        """The fetched jobs less the revoked ones, dropped in steps (djwork/worker/cluster/revoked.py)."""
+        dropped = revoked.drop_revoked([(unit.raw, unit.in_progress_key or "",
+                                         self.orphan_counts_keys[unit.queue_index - 1]) for unit in work])
+        if dropped:
+            revoke_events.dropped([work[position].raw for position in sorted(dropped)], self.identity)
+        return [unit for position, unit in enumerate(work) if position not in dropped]
+
     def drop_if_revoked(self, queue_index: int, raw: Any) -> bool:
-        """Revoke is refused on a cluster (djwork/worker/cluster/refusals.py): no taken job is revoked."""
-        return False
+        """A job a taker took, dropped if revoked (asked for every take: a taker's round can't read the set)."""
+        in_progress = self.in_progress_keys[queue_index - 1] if self.reliable else ""
+        if not revoked.drop_revoked([(raw, in_progress, self.orphan_counts_keys[queue_index - 1])]):
+            return False
+        revoke_events.dropped([raw], self.identity)
+        return True
 
     def _push_back(self, unfinished: Any) -> int:
         """Basic fetch's shutdown push-back: one RPUSH per job, each in its queue's slot (no MULTI across them)."""

@@ -12,8 +12,10 @@ A job that stores a result has it written first, in the record's slot
 (djwork/worker/cluster/results.py): a crash after it leaves the record written and the job still in
 progress, to run again and rewrite it. A filing that ends the job (dead, drop) releases its locks last,
 one owner-checked call per lock (djwork/worker/cluster/locks.py): a crash before leaves them to expire
-by their TTL; a retry keeps them, as on one server. A batch and the revoked check are refused on a
-cluster (djwork/client/cluster_refusals.py); a payload naming a batch anyway is filed without it.
+by their TTL; a retry keeps them, as on one server. A batch is refused on a cluster
+(djwork/client/cluster_refusals.py); a payload naming a batch anyway is filed without it. The revoked check
+(djwork:revoked, another slot) is left out: a revoked job that fails is filed for its retry, and dropped
+when the retry is fetched (djwork/worker/cluster/revoked.py).
 """
 
 from __future__ import annotations
@@ -83,3 +85,18 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
     target_key = keys.RETRY if target == "retry" else keys.DEAD
     return FilingSteps(target_key, [stored, repr(float(score)), *trim], source_key,
                        keys.cluster_orphan_counts(queue), raw, jid, from_in_progress, result_spec, locks)
+
+
+def reschedule(source_key: str, raw: str | bytes, payload: dict[str, Any], score: float, jid: str,
+               from_in_progress: bool) -> FilingSteps:
+    """``limits.reschedule_call`` on a cluster: a job a limiter refused, into `schedule` first, off its list after.
+
+    The same two steps as a failure's filing (file_entry.lua in `schedule`'s slot, then drop_copy.lua in
+    the queue's), so a crash between leaves the job both scheduled and in progress: orphan recovery pushes
+    the in-progress copy back, and the job may run once more when the scheduled copy comes due (at least
+    once); never lost. Its locks are kept, as a retry's are.
+    """
+    parsed = keys.parse_in_progress(source_key)
+    queue = parsed[1] if parsed else keys.queue_name(source_key)
+    return FilingSteps(keys.SCHEDULE, [dumps(payload), repr(float(score)), "0", "0", "0"], source_key,
+                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress)

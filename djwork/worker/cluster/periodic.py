@@ -13,7 +13,10 @@ queue lives in another, so a fired slot is three single-slot steps:
 Every tick of the leader reads every entry's pending job and runs steps 2 and 3 for it, so a claim cut
 short by a crash (after 1: decided, not pushed; after 2: pushed, not cleared) is completed by the next
 tick of whichever process leads then, and pushed once (the push dedupe remembers a jid for an hour).
-A no-overlap entry (a running lock in its own step) is refused on a cluster (refusals.py).
+A no-overlap entry's running lock is named in the state's slot on a cluster
+(``djwork:periodic-running:{djwork:periodic:state:<id>}``), so step 1 checks and takes it as one server's
+claim does; the worker releases it after the step that ends the job, one owner-checked call
+(djwork/worker/cluster/locks.py). Orphan recovery does not retake it (the lock keeps the TTL its claim gave).
 """
 
 from __future__ import annotations
@@ -38,7 +41,9 @@ class ClusterPeriodicTicker(PeriodicTicker):
         return wake_in
 
     def _claim(self, calls: list[tuple[Entry, claims.ClaimCall]]) -> None:
-        script_calls = [((call.keys[0], keys.cluster_periodic_history(entry.id)), call.args) for entry, call in calls]
+        # The running lock (the call's last key) is the cluster's, in the state's slot: taken in the same step.
+        script_calls = [((call.keys[0], keys.cluster_periodic_history(entry.id), call.keys[4]), call.args)
+                        for entry, call in calls]
         # Replayable: a claim that already landed answers "done" the second time.
         replies = redis_layer.run(lambda conn: evaluate_each(conn, "periodic_claim_pending", script_calls,
                                                              raise_on_error=False), idempotent=True)

@@ -4,9 +4,9 @@ The in-progress list carries the queue's tag, so the take (queue to in-progress 
 one slot, as on one server. What the single-server take reads in the same round trip in other slots is
 read apart: ``paused`` by a separate SISMEMBER after the take (so it still sees a pause that began
 while the take was blocked); the finished-late marks are the queue's own (in its slot), so their EXISTS
-rides with the take. Revoke is refused on a cluster (refusals.py). After a failover the old primary
-answers the take with UNBLOCKED or MOVED, which ran nothing: the slot map is read again and the next
-take dials the new primary.
+rides with the take. A revoked job is checked after the take (``djwork:revoked`` is in another slot).
+After a failover the old primary answers the take with UNBLOCKED or MOVED, which ran nothing: the slot
+map is read again and the next take dials the new primary.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from redis.exceptions import MovedError, ResponseError
 
 from djwork import redis as redis_layer
-from djwork.payload import StoredPayload, stored_payload
+from djwork.payload import StoredPayload
 from djwork.redis import cluster as redis_cluster
 from djwork.redis import keys, scripts
 from djwork.redis.connections import is_failover_reply
@@ -52,10 +52,7 @@ class ClusterQueueTaker(QueueTaker):
 
     def take(self, timeout: float) -> tuple[StoredPayload | None, bool]:
         connection = self.connection
-        if self.fetcher.reliable:
-            take = ("BLMOVE", self.queue_key, self.in_progress_key, "RIGHT", "LEFT", timeout)
-        else:
-            take = ("BRPOP", self.queue_key, timeout)
+        take = self._take_command(timeout)
         try:
             taken, finished_late = redis_layer.exchange(connection, [take, ("EXISTS", self.finished_late_key)])
         except ResponseError as error:
@@ -76,12 +73,11 @@ class ClusterQueueTaker(QueueTaker):
             with self._lock:
                 self._drop()
             raise error
-        if taken is not None and not self.fetcher.reliable:
-            taken = taken[1]
-        if isinstance(taken, bytes):
-            taken = stored_payload(taken)
-            if finished_late == 1 and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
-                    self.queue_index, taken):
+        taken = self._payload(taken)
+        if taken is not None:
+            dropped = finished_late == 1 and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
+                self.queue_index, taken)
+            if dropped or self.fetcher.drop_if_revoked(self.queue_index, taken):
                 taken = None
         # After the take, so a pause that began while it was blocked is seen (one server: same round trip).
         return taken, self.is_paused()

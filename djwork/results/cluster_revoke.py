@@ -1,0 +1,56 @@
+"""``djwork.revoke(jid)`` on a Redis Cluster: lua/revoke.lua's one step as single-slot steps (docs/cluster.md).
+
+1. ``lua/revoke_mark.lua`` flags the jid in ``djwork:revoked`` (its slot): from here on a worker that
+   fetches or takes the job drops it (djwork/worker/cluster/revoked.py), and a running job sees the flag.
+2. ``lua/revoke_remove.lua`` once per place the job may wait (`schedule`, `retry`, each queue searched),
+   each in its slot, the calls sent together (one round trip per node); then the removed jobs' locks,
+   one owner-checked call per lock (each lock is its own slot).
+3. ``lua/revoke_result.lua`` writes REVOKED in the record's slot (a SUCCESS or FAILURE stays).
+
+A crash after 1 leaves the job waiting: it is dropped when fetched, and its REVOKED record is written by
+that drop. After 2, the job is gone and its record not yet REVOKED, its locks maybe still held: the
+caller was told the revoke failed, and calling it again finishes it (every step repeats harmlessly: the
+flag moves its end, a removal finds nothing, the same record is written); a lock left held expires by its
+TTL. A batch is refused on a cluster, so no batch is told.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from djwork import job_locks
+from djwork.payload import PayloadError, loads
+from djwork.redis import keys
+from djwork.results import record as result_record
+from djwork.settings.conf import Config
+from djwork.worker.cluster import locks as cluster_locks
+from djwork.worker.cluster.calls import evaluate_each
+
+
+def revoke_steps(conn: Any, jid: str, queue: str | None, config: Config, bound: int) -> list[Any]:
+    """The cluster's revoke of ``jid`` through the cluster client ``conn``: key, payload pairs of what it removed."""
+    evaluate_each(conn, "revoke_mark", [((keys.REVOKED,), (jid, config.result_ttl))])
+    if queue is not None:
+        names = [queue]
+    else:
+        names = sorted(name.decode() if isinstance(name, bytes) else name for name in conn.smembers(keys.QUEUES))
+    places: list[tuple[tuple[str, ...], tuple[Any, ...]]] = [
+        ((keys.SCHEDULE,), (jid, bound, "zset")), ((keys.RETRY,), (jid, bound, "zset"))]
+    places += [((keys.queue(name), keys.cluster_orphan_counts(name)), (jid, bound, "list")) for name in names]
+    removed: list[Any] = []
+    for (place_keys, _args), payloads in zip(places, evaluate_each(conn, "revoke_remove", places), strict=True):
+        for payload in payloads:
+            removed += [place_keys[0], payload]
+    held = sorted({lock for payload in removed[1::2] for lock in _locks(payload)})
+    cluster_locks.release(conn, held, jid)
+    spec = result_record.revoked_spec(f"job {jid} was revoked", config)
+    evaluate_each(conn, "revoke_result", [((keys.result(jid), keys.cluster_result_waiters(jid)), (jid, spec))])
+    return removed
+
+
+def _locks(payload: Any) -> list[str]:
+    try:
+        job = loads(payload)
+    except PayloadError:  # not a job: no locks to release
+        return []
+    return job_locks.locks_of(job) if isinstance(job, dict) else []

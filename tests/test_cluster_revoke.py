@@ -1,0 +1,57 @@
+"""``djwork.revoke()`` on a real Redis Cluster (3 primaries + 3 replicas): docs/cluster.md, Revoke.
+
+The revoke is single-slot steps (flag, a removal per place, the record), and a worker drops a revoked copy
+it took in steps of its own. Real ``runworkers`` processes; each job counts its runs in the cluster
+(tests/cluster_jobs.py), and a later job of the same queue running proves the revoked one had its turn.
+"""
+
+from __future__ import annotations
+
+import time
+
+import djwork
+from djwork.redis import keys
+from tests import cluster_jobs
+from tests.cluster_jobs import COUNTS
+from tests.helpers_worker import wait_until
+
+QUEUES = ["q1", "q2", "q3"]
+
+
+def _counts(cluster) -> dict[str, int]:
+    return {name.decode(): int(value) for name, value in cluster.cluster_client().hgetall(COUNTS).items()}
+
+
+def _state(cluster, jid: str) -> str | None:
+    state = cluster.cluster_client().hget(keys.result(jid), "state")
+    return state.decode() if state is not None else None
+
+
+def test_a_queued_and_a_scheduled_job_revoked_never_run_and_read_revoked(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    assert len({conn.get_node_from_key(keys.queue(queue)).name for queue in QUEUES}) == 3
+    recording = cluster_jobs.record.set(ignore_result=False)
+    queued = recording.set(queue="q1").delay("queued")
+    soon = time.time() + 2
+    scheduled = recording.set(queue="q2").apply_async(("scheduled",), eta=soon)
+    # Flagged but not found (its queue is not searched): the worker that takes it drops it.
+    missed = recording.set(queue="q3").delay("missed")
+    assert djwork.revoke(queued.id) is True
+    assert djwork.revoke(scheduled.id) is True
+    assert djwork.revoke(missed.id, queue="q1") is False
+    assert conn.llen(keys.queue("q1")) == 0 and conn.zcard(keys.SCHEDULE) == 0
+    assert conn.llen(keys.queue("q3")) == 1
+    # Jobs queued behind each, and one scheduled after the revoked one came due: once they ran, the revoked
+    # ones had their turn.
+    after = [recording.set(queue=queue).delay(f"after-{queue}") for queue in QUEUES]
+    later = recording.set(queue="q2").apply_async(("later",), eta=soon + 1)
+    worker = workers.start("-c", "4", *(argument for queue in QUEUES for argument in ("-q", queue)),
+                           redis_url=on_cluster.url())
+    wait_until(lambda: len(_counts(on_cluster)) == 4, 60, "the jobs queued behind the revoked ones to run")
+    assert _counts(on_cluster) == {"after-q1": 1, "after-q2": 1, "after-q3": 1, "later": 1}
+    assert all(_state(on_cluster, ref.id) == "SUCCESS" for ref in [*after, later])
+    assert [_state(on_cluster, ref.id) for ref in (queued, scheduled, missed)] == ["REVOKED"] * 3
+    assert queued.state == "REVOKED"
+    assert not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)]
+    assert f"dropped revoked job {missed.id}" in worker.log()
+    assert "CROSSSLOT" not in worker.log()
