@@ -21,8 +21,8 @@ from djwork.settings.conf import get_config
 from djwork.worker import mode
 from djwork.worker.cluster.periodic import ClusterPeriodicTicker
 from djwork.worker.leader import Leader
-from tests import test_periodic_workers as single_server
 from tests.helpers_worker import identities, wait_until
+from tests.support.periodic_scenarios import no_overlap_entry_survives_a_killed_worker
 
 SPEED = 20
 MINUTE_MS = 60_000
@@ -121,5 +121,4 @@ def test_a_no_overlap_entry_never_runs_twice_at_once_across_a_killed_worker(on_c
     workers, the one running the entry's job killed with ``kill -9``; the run is recovered, finishes, and a
     later slot fires; no two runs overlap, and a slot was skipped while the lock was held."""
     workers.redis_url = on_cluster.url()
-    single_server.test_no_overlap_entry_never_runs_twice_at_once_and_fires_again_after_its_worker_is_killed(
-        workers, on_cluster.cluster_client())
+    no_overlap_entry_survives_a_killed_worker(workers, on_cluster.cluster_client())
