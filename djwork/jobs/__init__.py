@@ -121,7 +121,8 @@ class Job(Task, Enqueueing):
                 "soft_time_limit": soft_time_limit, "time_limit": time_limit,
             }.items() if value is not None
         }
-        job_options.check_payload_options(self.options, self.name)
+        # Declared, not refused (manage.py check reports it, djwork.E075): every call of it raises, as Celery's.
+        job_options.check_payload_options(self.options, self.name, order=False)
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)  # a local: job.signature() is the canvas verb (djwork/canvas)
         parameters = list(signature.parameters.values())
@@ -244,11 +245,11 @@ class Job(Task, Enqueueing):
             chosen = {k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}
             job_options.check_payload_options(chosen, self.name)
             extra = {**self.options, **chosen, **celery_fields}
-            if "soft_time_limit" in chosen or "time_limit" in chosen:
-                # The call's limit against the decorator's other one: a soft limit at or past the hard one.
-                enqueue_options.check_time_limits(extra, self.name)
+            # The call's limit against the decorator's other one: a soft limit past the hard one.
+            enqueue_options.check_time_limit_order(extra, self.name)
         else:
             extra = dict(self.options)
+            enqueue_options.check_time_limit_order(extra, self.name)
         if retry is not None:
             retry = job_options.check_retry(retry, self.name)
         uniqueness = unique.for_call(self.uniqueness, self.name, unique_for, unique_until)
