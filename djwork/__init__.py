@@ -17,6 +17,7 @@ from djwork.client import EnqueueError
 from djwork.exceptions import ClusterUnsupported, RedisUnavailable, SoftTimeLimitExceeded, TimeLimitExceeded
 from djwork.iterable import IterableJob, iterate, resumable
 from djwork.jobs import Job, JobRef, MaxRetriesExceededError, Retry, UnknownJobClass, job, shared_task
+from djwork.jobs.class_based import register_task
 from djwork.jobs.send_task import send_task
 from djwork.jobs.task_class import Task
 from djwork.payload import ArgumentError
@@ -89,6 +90,7 @@ __all__ = [
     "job",
     "mark_deploy",
     "periodic",
+    "register_task",
     "resumable",
     "revoke",
     "revoked",

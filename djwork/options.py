@@ -69,16 +69,28 @@ def time_limit(value: Any, where: str, option: str) -> float | int:
     return value
 
 
-def check_time_limits(options: dict[str, Any], where: str) -> None:
-    """Each limit a positive number, and the soft one below the hard one (it is the warning before the end)."""
+def check_time_limits(options: dict[str, Any], where: str, *, order: bool = True) -> None:
+    """Each limit a positive number; with ``order``, the soft one not past the hard one too."""
     soft, hard = options.get("soft_time_limit"), options.get("time_limit")
     if soft is not None:
         time_limit(soft, where, "soft_time_limit")
     if hard is not None:
         time_limit(hard, where, "time_limit")
-    if soft is not None and hard is not None and soft >= hard:
-        raise OptionError(f"{where}: soft_time_limit ({soft!r}) must be below time_limit ({hard!r}): the soft "
-                          "limit warns the job before the hard one ends it")
+    if order:
+        check_time_limit_order(options, where)
+
+
+def time_limits_misordered(options: dict[str, Any]) -> bool:
+    soft, hard = options.get("soft_time_limit"), options.get("time_limit")
+    return _is_number(soft) and _is_number(hard) and soft > hard
+
+
+def check_time_limit_order(options: dict[str, Any], where: str) -> None:
+    """Celery's rule and words, at the call: a task may be declared so (``manage.py check`` reports it,
+    djwork.E075), but calling it is refused, as the soft limit is the warning before the hard one."""
+    if time_limits_misordered(options):
+        raise OptionError(f"{where}: soft_time_limit must be less than or equal to time_limit (soft_time_limit="
+                          f"{options['soft_time_limit']!r}, time_limit={options['time_limit']!r})")
 
 
 def moment(value: Any, where: str, option: str) -> float:

@@ -111,6 +111,19 @@ def replaced_by(self, x, how):
 
 
 @djwork.job(bind=True)
+def nests(self, label, depth):
+    """Notes its request's replaced_task_nesting, then replaces itself by itself ``depth`` more times, and by a
+    chain of two of itself the last time; returns the nesting it saw."""
+    nesting = self.request.replaced_task_nesting
+    _note(f"nests {label} {depth} at {nesting}")
+    if depth > 0:
+        raise self.replace(nests.si(label, depth - 1))
+    if depth == 0:
+        raise self.replace(djwork.chain(nests.si(label, -1), nests.si(label, -2)))
+    return nesting
+
+
+@djwork.job(bind=True)
 def adds_to_chord(self, x):
     """Adds a member to its chord's header (Celery's ``self.add_to_chord``); returns its own x."""
     self.add_to_chord(add.s(x, 1000))

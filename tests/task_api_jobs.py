@@ -86,3 +86,23 @@ def raising_hook(label):
 def plain(label):
     record("plain_body", label=label)
     return label
+
+
+class Refresh(djwork.Task):
+    """A class-based task (Celery's ``Task`` subclass with ``run()``), registered below with register_task."""
+
+    name = "tests.task_api_jobs.refresh"
+    autoretry_for = (LookupError,)
+    retry_kwargs = {"max_retries": 1}
+    default_retry_delay = 1
+
+    def run(self, account, mode="ok"):
+        request = self.request
+        record("refresh", job=self.name, request_id=request.id, retries=request.retries, account=account,
+               is_instance=isinstance(self, Refresh))
+        if mode == "lookup" and not request.retries:  # in autoretry_for: retried once, then succeeds
+            raise KeyError(account)
+        return f"refreshed {account} after {request.retries}"
+
+
+refresh = djwork.register_task(Refresh())

@@ -328,7 +328,9 @@ def test_chord_link_error_goes_on_the_body_and_header_errbacks_follow_the_settin
     outer = djwork.chord([cj.add.s(2, 2), inner], body)
     assert outer.tasks is outer.header
     outer.link_error(cj.errback_old.s())
-    assert body.options["link_error"] == cj.errback_old.s() == inner.body.options["link_error"]
+    # The nested chord in the header is outer's copy of ``inner`` (a list's members are copied, as Celery's are).
+    assert body.options["link_error"] == cj.errback_old.s() == outer.header[1].body.options["link_error"]
+    assert "link_error" not in inner.body.options
     assert "link_error" not in outer.header[0].options  # Celery's default: not the header's members
     settings.DJWORK = {**settings.DJWORK, "CHORD_HEADER_ERRBACKS": True}
     flagged = djwork.chord([cj.add.s(3, 3)], cj.tsum.s())
@@ -382,3 +384,18 @@ def test_a_signatures_time_limits_ride_in_its_payload(raw_redis):
     djwork.chord([cj.add.s(1, 2).set(soft_time_limit=1, time_limit=5)], cj.tsum.s()).apply_async()
     (job,) = queued(raw_redis)
     assert (job["soft_time_limit"], job["time_limit"]) == (1, 5)
+
+
+def test_a_chords_header_given_as_a_list_is_copies_of_the_callers_signatures():
+    header = (cj.add.si(1, 1), cj.add.si(2, 2))
+    made = djwork.chord(header, cj.tsum.s())
+    for member in made.tasks:
+        member.link_error(cj.add.si(0, 0))
+    # Celery's chord copies a list's members: the caller's signatures are as they were (Celery's own tests
+    # compare them to fresh ones after linking errbacks to chord.tasks).
+    assert header[0] == cj.add.si(1, 1) and header[1] == cj.add.si(2, 2)
+    assert all(member.options["link_error"] == cj.add.si(0, 0) for member in made.tasks)
+    # group | body is a chord of that group's own members, as Celery's upgrade keeps them.
+    members = djwork.group(cj.add.si(3, 3), cj.add.si(4, 4))
+    upgraded = members | cj.tsum.s()
+    assert upgraded.tasks[0] is members.tasks[0]

@@ -92,3 +92,17 @@ def test_results_carry_the_root_id_and_parent_id_the_jobs_themselves_see(workers
                                                              for member, i in zip(members, (4, 5), strict=True)]
     assert members[0].root_id == members[0].id == grouped.root_id
     assert alone.get(timeout=30) == [alone.root_id, alone.parent_id, 6] == [alone.id, None, 6]
+
+
+def test_replaced_task_nesting_counts_the_replacements_alone_and_in_a_chain(workers, raw_redis):
+    alone = cj.nests.apply_async(("alone", 2), ignore_result=False)
+    in_chain = djwork.chain(cj.add.si(1, 1), cj.nests.si("chain", 1)).delay()
+    workers.start("-c", "2", overrides={"LOG_JOBS": False})
+
+    assert alone.get(timeout=30) == 3  # the replacing chain's last job: three replacements deep
+    assert in_chain.get(timeout=30) == 2
+    seen = calls(raw_redis)
+    for call in ("nests alone 2 at 0", "nests alone 1 at 1", "nests alone 0 at 2", "nests alone -1 at 3",
+                 "nests alone -2 at 3", "nests chain 1 at 0", "nests chain 0 at 1", "nests chain -1 at 2",
+                 "nests chain -2 at 2"):
+        assert seen.count(call) == 1, (call, seen)

@@ -1,9 +1,10 @@
 """Celery's own integration tests, run against djwork: the measure of issue #34 (docs/celery.md, Celery's suite).
 
 ``t/integration/test_tasks.py`` and ``test_canvas.py`` of the pinned celery sdist (downloaded from PyPI at test
-time, tests/support/celery_suite.py), with only the import swap, against a real ``runworkers`` and this
-process's private Redis. tests/celery_suite_expected.txt names every test expected not to pass and why; this
-fails when a test outside it fails, and when one on it passes (take it off: the list only shrinks).
+time, tests/support/celery_suite.py), with only the import swap, against a real worker embedded in each of its
+pytest processes and that process's private Redis. tests/celery_suite_expected.txt names every test expected
+not to pass and why; this fails when a test outside it fails, and when one on it passes (take it off: the
+list only shrinks).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 
 from tests.support import celery_suite
 
-RUN_TIMEOUT = 900  # seconds: the inner run's own tests are capped at 10 s each (tests/support/celery_fixtures.py)
+RUN_TIMEOUT = 900  # seconds: the inner run's own tests are capped (tests/support/celery_fixtures.py)
 
 
 @pytest.mark.timeout(RUN_TIMEOUT + 60)

@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
+import djwork
 from djwork.redis import RedisLayer
 from djwork.settings.checks import check_settings
 from djwork.settings.conf import DEFAULTS, build_config
@@ -297,3 +298,17 @@ def test_time_limits_below_one_another_or_alone_pass():
     assert run_checks(SOFT_TIME_LIMIT=50, TIME_LIMIT=60) == []
     assert run_checks(SOFT_TIME_LIMIT=50) == []
     assert run_checks(TIME_LIMIT=0.5) == []
+
+
+def test_a_job_declared_with_its_soft_time_limit_past_its_time_limit_is_an_error_naming_it():
+    from djwork import jobs as djwork_jobs
+    from djwork.settings.checks import check_job_options
+
+    assert check_job_options() == []
+    djwork.job(soft_time_limit=2, time_limit=1, name="tests.checks_misordered")(lambda: None)
+    try:
+        errors = check_job_options()
+    finally:
+        djwork_jobs.registry.pop("tests.checks_misordered")
+    assert_only(errors, "djwork.E075")
+    assert errors[0].msg.startswith("tests.checks_misordered: soft_time_limit (2) is past time_limit (1)")

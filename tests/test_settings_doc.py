@@ -18,6 +18,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "settings.md"
 SPECS = {spec.name: spec for spec in SETTINGS}
 DICT_CHECK_IDS = {"djwork.E000", "djwork.E001"}  # about the DJWORK dict itself (djwork/settings/checks.py), no key's
 CELERY_CHECK_IDS = {"djwork.W010", "djwork.W011"}  # about CELERY_* settings (djwork/settings/from_celery.py)
+JOB_CHECK_IDS = {"djwork.E075"}  # about the declared jobs (djwork/settings/checks.py), no setting's
 
 
 def doc_rows(prefix: str) -> dict[str, list[str]]:
@@ -49,7 +50,7 @@ def test_every_documented_key_is_in_the_table_with_its_default_and_check_id():
 
 def test_check_ids_table_lists_exactly_the_ids_raised_and_names_their_keys():
     described = doc_rows("djwork.")
-    raised = DICT_CHECK_IDS | CELERY_CHECK_IDS | {
+    raised = DICT_CHECK_IDS | CELERY_CHECK_IDS | JOB_CHECK_IDS | {
         check_id for spec in SETTINGS for check_id in (spec.check_id, *spec.also)}
     assert set(described) == raised
     for spec in SETTINGS:

@@ -363,3 +363,59 @@ def test_retry_refuses_options_it_does_not_support():
         flaky_send.pop_request()
     assert flaky_send.request.called_directly is True and flaky_send.request.id is None
     assert flaky_send.job is flaky_send
+
+
+# --- class-based tasks: djwork.register_task (Celery's app.register_task) ---------------------------
+def test_register_task_makes_the_instance_itself_the_registered_job(raw_redis):
+    from djwork.jobs import registry
+
+    refresh = task_api_jobs.refresh
+    assert isinstance(refresh, task_api_jobs.Refresh) and isinstance(refresh, djwork.Job)
+    assert registry["tests.task_api_jobs.refresh"] is refresh and djwork.register_task(refresh) is refresh
+    assert refresh.fails_unless_retried and refresh.payload_retry == 1  # Celery's rules, retry_kwargs' limit
+    payload, _at = refresh.build_payload(["a"], {"mode": "ok"})
+    assert (payload["class"], payload["args"], payload["kwargs"]) == ("tests.task_api_jobs.refresh", ["a"],
+                                                                      {"mode": "ok"})
+    # Eagerly: autoretry_for retries it at once, and self is the instance.
+    assert refresh.apply(("b", "lookup")).get() == "refreshed b after 1"
+    assert [(row["retries"], row["is_instance"]) for row in events(raw_redis, kind="refresh")] == [(0, True),
+                                                                                                   (1, True)]
+    assert refresh("c") == "refreshed c after 0"  # called as a function: runs inline
+
+
+def test_register_task_refuses_what_is_not_a_task_with_a_body():
+    class NoBody(djwork.Task):
+        name = "tests.no_body"
+
+    with pytest.raises(TypeError, match=r"NoBody has no run\(\) method"):
+        djwork.register_task(NoBody())
+    with pytest.raises(TypeError, match=r"expected an instance of a djwork\.Task subclass"):
+        djwork.register_task(object())
+
+
+# --- task.app.conf: the settings djwork has, by Celery's names ---------------------------------------
+def test_task_app_conf_reads_and_sets_djwork_settings_by_celerys_names(raw_redis):
+    from django.conf import settings
+    from django.test import override_settings
+
+    conf = task_api_jobs.plain.app.conf
+    assert task_api_jobs.refresh.app is task_api_jobs.plain.app  # one app, as one settings.DJWORK
+    with override_settings(DJWORK={**settings.DJWORK, "ALWAYS_EAGER": False}):
+        assert conf.task_always_eager is False
+        conf.task_always_eager = True
+        assert settings.DJWORK["ALWAYS_EAGER"] is True and conf.task_always_eager is True
+        # Eager now: run at the push, its value at once (throw=True is what an eager push always does).
+        assert task_api_jobs.plain.apply_async(["now"], throw=True).get() == "now"
+        assert events(raw_redis, kind="plain_body", label="now")
+        conf.task_always_eager = False
+        assert raw_redis.llen("queue:default") == 0
+        task_api_jobs.plain.delay("queued")
+        assert raw_redis.llen("queue:default") == 1
+        with pytest.raises(ValueError, match=r"app.conf.task_always_eager = 'yes': must be True or False"):
+            conf.task_always_eager = "yes"
+    with pytest.raises(AttributeError, match=r"app.conf.broker_heartbeat: djwork has no setting .* task_always_eager"):
+        conf.broker_heartbeat  # noqa: B018 - the read is what raises
+    with pytest.raises(AttributeError, match=r"app.conf.broker_heartbeat: djwork has no setting"):
+        conf.broker_heartbeat = 10
+    with pytest.raises(TypeError, match=r"throw=False is not supported"):
+        task_api_jobs.plain.apply_async(["x"], throw=False)

@@ -185,3 +185,12 @@ def test_a_raising_hook_changes_nothing_and_expired_jobs_send_task_revoked(worke
     wait_until(lambda: "RuntimeError: a hook that raises" in worker.log(), 10, "the hook's error in the log")
     assert "ignored (the job's outcome stands)" in worker.log()
     assert not events(raw_redis, kind="plain_body")
+
+
+def test_a_class_based_task_runs_and_autoretries_in_a_worker(workers, raw_redis):
+    ref = task_api_jobs.refresh.delay("acct", mode="lookup")
+    workers.start("-c", "1")
+    runs = wait_until(lambda: (found := events(raw_redis, kind="refresh")) and len(found) == 2 and found, 30,
+                      "the class-based task's run and its retry")
+    assert [(row["request_id"], row["retries"], row["is_instance"]) for row in runs] == [
+        (ref.id, 0, True), (ref.id, 1, True)]

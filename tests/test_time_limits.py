@@ -5,7 +5,8 @@ SoftTimeLimitExceeded and its cleanup runs; a job stuck past its hard limit
 is filed to retry with TimeLimitExceeded while the worker keeps its capacity,
 its late finish settles nothing twice, and a swarm child with such a job is
 replaced. Bad values are refused at the decorator, at the call and by the
-system checks (tests/test_checks.py).
+system checks (tests/test_checks.py); a soft limit past the hard
+one is declared, and refused at every call.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import signal
 import pytest
 
 import djwork
+from djwork import jobs as djwork_jobs
 from djwork.options import OptionError
 from djwork.worker.time_limits import time_limits_of
 from tests import time_limit_jobs as jobs
@@ -129,11 +131,19 @@ def test_a_bad_limit_is_refused_at_the_decorator_and_at_the_call(value):
         jobs.record.apply_async(["k"], soft_time_limit=value)
 
 
-def test_a_soft_limit_at_or_past_the_hard_one_is_refused():
-    with pytest.raises(OptionError, match=r"soft_time_limit \(5\) must be below time_limit \(5\)"):
-        djwork.job(soft_time_limit=5, time_limit=5)(lambda: None)
+def test_a_soft_limit_past_the_hard_one_is_declared_but_every_call_raises_celerys_error():
+    misordered = djwork.job(soft_time_limit=2, time_limit=1, name="tests.misordered_limits")(lambda: None)
+    try:
+        for call in (misordered.delay, misordered.s().delay, misordered.set(queue="q").delay):
+            with pytest.raises(ValueError, match=r"tests.misordered_limits: soft_time_limit must be less than or "
+                                                 r"equal to time_limit \(soft_time_limit=2, time_limit=1\)"):
+                call()
+    finally:
+        djwork_jobs.registry.pop("tests.misordered_limits")
+    # Equal limits are Celery's rule too: allowed.
+    assert djwork.job(soft_time_limit=5, time_limit=5)(lambda: None).build_payload([])[0]["time_limit"] == 5
     # The call's hard limit against the decorator's soft one (spin has soft_time_limit=0.5).
-    with pytest.raises(OptionError, match=r"tests.time_limit_jobs.spin: soft_time_limit \(0.5\) must be below"):
+    with pytest.raises(OptionError, match=r"tests.time_limit_jobs.spin: soft_time_limit must be less than"):
         jobs.spin.apply_async(["k"], time_limit=0.2)
 
 

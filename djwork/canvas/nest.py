@@ -126,6 +126,32 @@ def _carry(steps: list[Any], options: dict[str, Any]) -> list[Any]:
     return carried
 
 
+def _plain_group_of_tasks(node: Any) -> bool:
+    return isinstance(node, group) and not isinstance(node, Header) and bool(node.tasks) and \
+        all(map(is_task, node.tasks))
+
+
+def _linked_group_steps(nodes: list[Any], errback: Signature | None) -> list[Any]:
+    """A chain's group steps as Celery's chain.link_error and its upgrade make them: the chain's errback on each
+    member task (it runs once per member that dies, not once per group), and a group step followed by a task
+    made that task's chord header (Celery upgrades ``group | task`` to a chord): when the group fails, the task
+    never runs and its errback (its own, else the chain's) runs once, naming it."""
+    made = list(nodes)
+    for index, node in enumerate(nodes):
+        if not _plain_group_of_tasks(node):
+            continue
+        members = [task.clone(link_error=errback) if errback is not None and not task.options.get("link_error")
+                   else task for task in node.tasks]
+        after = nodes[index + 1] if index + 1 < len(nodes) else None
+        body_errback = (after.options.get("link_error") or errback) if is_task(after) else None
+        if body_errback is not None:
+            made[index + 1] = _with_id(after)
+            made[index] = Header(members, body_errback, made[index + 1].id)
+        elif errback is not None:
+            made[index] = group(*members)
+    return made
+
+
 class Compiler:
     """Walks a canvas, creating its batches (``plans``) and naming the jobs it starts with."""
 
@@ -194,6 +220,7 @@ class Compiler:
 
     def chain(self, nodes: list[Any], options: dict[str, Any], container: plans.Plan | None) -> list[Step]:
         """Each step's batch; the entries of step *i+1* as the success callbacks of step *i*."""
+        nodes = _linked_group_steps(nodes, options.get("link_error"))
         steps = [self.step(node, index, len(nodes), container, nodes[index - 1] if index else None)
                  for index, node in enumerate(nodes)]
         for before, after in itertools.pairwise(steps):
@@ -209,6 +236,8 @@ class Compiler:
             if isinstance(node, Header) and node.errback is not None:
                 plans.add_errback(made.plan, node.errback, node.body_id)
                 continue
+            if _plain_group_of_tasks(node):
+                continue  # its members carry the chain's errback (_linked_group_steps)
             errback = (node.options.get("link_error") if is_task(node) else None) or \
                 options.get("link_error")
             if errback is not None:

@@ -19,10 +19,12 @@ collected as ``batch.jobs()`` collects); a callback is pushed by Lua, and runs n
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import copy
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +39,21 @@ from djwork.results.record import PAYLOAD_FIELD
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
 SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}, "died": ""}
 ERRBACK_CALLER = "djwork.canvas.builtins.call_errback"  # runs a (request, exc, traceback) errback
+
+# Fields every payload written in this context carries (a replacement's replaced_task_nesting, replace.py):
+# a context, not an argument, as a canvas's jobs are built at many depths of its compiling.
+_stamped: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("djwork.canvas.stamped",
+                                                                                 default=None)
+
+
+@contextlib.contextmanager
+def stamped(**payload_fields: Any) -> Iterator[None]:
+    """Every payload made inside the block gets ``payload_fields``."""
+    token = _stamped.set({**(_stamped.get() or {}), **payload_fields})
+    try:
+        yield
+    finally:
+        _stamped.reset(token)
 
 
 @dataclass
@@ -112,7 +129,7 @@ def payload_of(sig: Signature, first: Any = None, shape: str | None = None,
                         retry=options.get("retry", True), jid=options.get("jid"))
         countdown = options.get("countdown")
         at = (time.time() + float(countdown)) if countdown else None
-    for name, value in (fields or {}).items():
+    for name, value in {**(_stamped.get() or {}), **(fields or {})}.items():
         if name == PAYLOAD_FIELD and options.get("ignore_result"):
             continue  # the signature asked for no record of its own
         if value is not None:

@@ -99,10 +99,12 @@ def replace(task: Any, sig: Any) -> Any:
                           "a job called as a function has no id to hand over")
     node = _ending_as(sig, request.id, request.queue)
     bid = runtime.bid_of(request.payload)
-    if bid is None:
-        _replace_alone(request, node)
-    else:
-        _replace_in_batch(task, node, bid)
+    # Celery's replaced_task_nesting: how many replacements deep the replacement's jobs are.
+    with plans.stamped(replaced_task_nesting=request.replaced_task_nesting + 1):
+        if bid is None:
+            _replace_alone(request, node)
+        else:
+            _replace_in_batch(task, node, bid)
     return Replaced(f"replaced by {sig!r}")
 
 

@@ -198,7 +198,7 @@ class group(Canvas):
         return f"group({self.tasks!r})"
 
     def __or__(self, other: Any) -> Any:
-        return chord(self.tasks, other)  # Celery upgrades group | task to a chord
+        return chord(self, other)  # Celery upgrades group | task to a chord (its members, not copies)
 
     def apply_async(self, args: Iterable[Any] | None = None, kwargs: dict[str, Any] | None = None,
                     **options: Any) -> Any:
@@ -268,6 +268,10 @@ class chord(Canvas):
     def __init__(self, header: Any, body: Any = None, **options: Any) -> None:
         if isinstance(header, dict) and header.get("subtask_type") == "group":
             header = as_node(header, "chord header")
+        if isinstance(header, (list, tuple)):
+            # Copies, as Celery's chord makes of a list's members: a link_error put on chord.tasks then
+            # changes the chord's, not the caller's signatures (which Celery's own tests compare to fresh ones).
+            header = [member.clone() if isinstance(member, (Signature, Canvas)) else member for member in header]
         if not isinstance(header, (group, Iterator)):
             header = group(header)
         # A generator (any iterator) stays one until the chord is applied, which sends each member as it is

@@ -36,6 +36,7 @@ from djwork import options as enqueue_options
 from djwork import unique
 from djwork.jobs import decorator_options as job_options
 from djwork.jobs import priority as job_priority
+from djwork.jobs import pydantic_models
 from djwork.jobs.enqueue import ABSOLUTE_EPOCH_THRESHOLD, PAYLOAD_OPTIONS, Enqueueing, JobOptions, JobRef
 from djwork.jobs.task_class import HOOKS, MaxRetriesExceededError, Request, Retry, Task
 from djwork.limiter.job_limits import job_limits
@@ -74,6 +75,10 @@ class Job(Task, Enqueueing):
         where = given.get("name") or getattr(type(self), "name", None) or f"{func.__module__}.{func.__qualname__}"
         option = job_options.collect(type(self), where, given)
         self.name = option["name"] or where
+        if option.get("pydantic"):  # Celery 5.5's option (djwork/jobs/pydantic_models.py)
+            self.func = func = pydantic_models.validating(
+                func, self.name, strict=bool(option.get("pydantic_strict")), context=option.get("pydantic_context"),
+                dump_kwargs=option.get("pydantic_dump_kwargs"))
         self.queue = enqueue_options.check_queue(option["queue"], self.name)
         # A job that names its queue keeps it; the others are routed at enqueue (ROUTES, DEFAULT_QUEUE), as
         # Celery's task_routes and task_default_queue route a task without a queue of its own.
@@ -123,7 +128,8 @@ class Job(Task, Enqueueing):
         }
         # A job's own priority (the decorator's or its class's) is each call's default (docs/priority.md).
         self.options.update(job_priority.celery_fields(option["priority"]))
-        job_options.check_payload_options(self.options, self.name)
+        # Declared, not refused (manage.py check reports it, djwork.E075): every call of it raises, as Celery's.
+        job_options.check_payload_options(self.options, self.name, order=False)
         self.is_async = inspect.iscoroutinefunction(func)
         signature = inspect.signature(func)  # a local: job.signature() is the canvas verb (djwork/canvas)
         parameters = list(signature.parameters.values())
@@ -244,11 +250,11 @@ class Job(Task, Enqueueing):
             chosen = {k: v for k, v in options.items() if k in PAYLOAD_OPTIONS}
             job_options.check_payload_options(chosen, self.name)
             extra = {**self.options, **chosen, **celery_fields}
-            if "soft_time_limit" in chosen or "time_limit" in chosen:
-                # The call's limit against the decorator's other one: a soft limit at or past the hard one.
-                enqueue_options.check_time_limits(extra, self.name)
         else:
             extra = dict(self.options)
+        # A soft limit past the hard one (the call's against the decorator's, or the decorator's own): every
+        # call raises, as Celery's does.
+        enqueue_options.check_time_limit_order(extra, self.name)
         job_priority.settle_lane(extra)
         if retry is not None:
             retry = job_options.check_retry(retry, self.name)

@@ -28,7 +28,8 @@ CLASS_DEFAULTS = ("name", "queue", "max_retries", "default_retry_delay", "autore
 
 # Options only the decorator gives.
 DECORATOR_ONLY = ("retry", "bind", "ignore_result", "soft_time_limit", "time_limit", "backtrace", "dead", "tags",
-                  "retry_queue", "retry_for", "limits", "unique_for", "unique_until", "unique_args")
+                  "retry_queue", "retry_for", "limits", "unique_for", "unique_until", "unique_args",
+                  "pydantic", "pydantic_strict", "pydantic_context", "pydantic_dump_kwargs")
 
 RETRY_KWARGS = ("max_retries", "countdown")
 
@@ -142,8 +143,9 @@ def check_ignore_result(value: Any, where: Any) -> bool | None:
     raise TypeError(f"{name}: ignore_result must be True or False, got {value!r}")
 
 
-def check_payload_options(options: dict[str, Any], where: str) -> None:
-    """The Sidekiq options copied into the payload must have the types Sidekiq reads (docs/wire.md, Jobs)."""
+def check_payload_options(options: dict[str, Any], where: str, *, order: bool = True) -> None:
+    """The Sidekiq options copied into the payload must have the types Sidekiq reads (docs/wire.md, Jobs);
+    without ``order``, time limits in the wrong order pass (a declaration: its call refuses them)."""
     tags = options.get("tags")
     if tags is not None and not (isinstance(tags, list) and all(isinstance(t, str) for t in tags)):
         raise TypeError(f"{where}: tags must be a list of strings, got {tags!r}")
@@ -160,4 +162,4 @@ def check_payload_options(options: dict[str, Any], where: str) -> None:
     if retry_for is not None and (isinstance(retry_for, bool) or not isinstance(retry_for, int)
                                   or not 0 < retry_for < ABSOLUTE_EPOCH_THRESHOLD):
         raise TypeError(f"{where}: retry_for must be a number of seconds below 1e9, got {retry_for!r}")
-    enqueue_options.check_time_limits(options, where)
+    enqueue_options.check_time_limits(options, where, order=order)

@@ -124,7 +124,12 @@ class Enqueueing(CanvasVerbs):
         """Celery's ``apply_async``: ``countdown``, ``eta``, ``expires``, ``queue``, ``retry``, ``jid``,
         the Sidekiq options (``backtrace``, ``dead``, ``tags``, ``retry_queue``, ``retry_for``) and
         ``unique_for``/``unique_until`` (docs/unique.md); ``link``/``link_error`` (docs/canvas.md);
-        ``ignore_result``, ``soft_time_limit``/``time_limit`` (docs/celery.md)."""
+        ``ignore_result``, ``soft_time_limit``/``time_limit``, ``throw=True`` (docs/celery.md)."""
+        # Celery's option for a run at the push (task_always_eager hands it to apply()): a djwork job run at
+        # its push always raises its exception, which is throw=True; only throw=False asks for what isn't.
+        if options.pop("throw", True) is not True:
+            raise TypeError(f"{getattr(self, 'name', self)}: throw=False is not supported: a job run at its push "
+                            "raises its exception (docs/celery.md, Options)")
         if options.get("link") is not None or options.get("link_error") is not None:
             return self.signature(args, kwargs, **options).apply_async()  # a one-job batch (djwork/canvas)
         options.pop("link", None)

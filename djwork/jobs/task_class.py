@@ -105,6 +105,12 @@ class Request:
         return root if isinstance(root, str) else self.id
 
     @property
+    def replaced_task_nesting(self) -> int:
+        """How many ``replace()`` deep this job is: 0 unless a replacement made it (Celery's)."""
+        nesting = self.payload.get("replaced_task_nesting")
+        return nesting if isinstance(nesting, int) and not isinstance(nesting, bool) else 0
+
+    @property
     def parent_id(self) -> str | None:
         parent = self.payload.get("parent_id")
         return parent if isinstance(parent, str) else None
@@ -201,6 +207,14 @@ class Task:
     def after_return(self, status: str, retval: Any, task_id: str, args: list[Any], kwargs: dict[str, Any],
                      einfo: ExceptionInfo | None) -> None:
         """After ``on_success`` or ``on_failure``, not after a retry (Celery's): ``"SUCCESS"`` or ``"FAILURE"``."""
+
+    @property
+    def app(self) -> Any:
+        """Celery's ``task.app``: djwork's one app, whose ``conf`` reads and sets the settings it has by Celery's
+        names (``self.app.conf.task_always_eager``; djwork/settings/app_conf.py)."""
+        from djwork.settings.app_conf import current_app
+
+        return current_app
 
     @property
     def job(self) -> Task:

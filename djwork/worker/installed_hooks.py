@@ -44,14 +44,15 @@ if TYPE_CHECKING:
 
 def installed_hooks(config: Config, identity: str, history: HistoryRecorder, metrics: ExecutionMetrics | None,
                     watchdog: TimeLimitWatchdog | None, after_time_out: Callable[[], None] | None,
-                    run_state: RunState) -> list[RunHook]:
+                    run_state: RunState, *, embedded: bool = False) -> list[RunHook]:
     """Every hook a worker process's runs may see; a hook whose feature is off is left out here."""
     middleware = resolve_all(config.server_middleware)
     hooks: list[Any] = [
         LockTies(config),
         # Only with a receiver when the worker boots (its apps' modules are imported by then): a plain job's
-        # run then meets no admission hook.
-        TaskReceived(identity) if signals.task_received.receivers else None,
+        # run then meets no admission hook. Always in an embedded worker: its host connects receivers whenever
+        # it likes (a test, as Celery's test worker is a thread of the test process), after the boot.
+        TaskReceived(identity) if signals.task_received.receivers or embedded else None,
         Expiry(config, identity),
         BatchRun(config),
         TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,

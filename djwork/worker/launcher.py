@@ -101,7 +101,8 @@ class Launcher:
         self.recycle_on_time_limit = False
         self.recycle_requested = False
         executor = Executor(config, self.identity, self.work, installed_hooks(
-            config, self.identity, self.history, self.metrics, self.time_limits, self._after_time_out, self.state),
+            config, self.identity, self.history, self.metrics, self.time_limits, self._after_time_out, self.state,
+            embedded=embedded),
             file_failure=mode.file_failure)
         # One event loop thread for every capsule's coroutine jobs (docs/performance.md, I/O-bound jobs).
         self.coroutines = Coroutines()

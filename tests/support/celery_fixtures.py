@@ -1,20 +1,18 @@
-"""The fixtures Celery's integration tests ask for, over djwork: a real ``runworkers`` and a private Redis.
+"""The fixtures Celery's integration tests ask for, over djwork: a real worker and a private Redis.
 
 Imported by the conftest of the generated package (tests/support/celery_suite.py), in the pytest process
 tests/test_celery_suite.py starts, with ``DJANGO_SETTINGS_MODULE=tests.settings_worker`` and results on.
-``celery_session_worker`` is one ``manage.py runworkers`` for the whole run, importing the swapped
-``t.integration.tasks``; ``manager.app`` answers what the tests read of a Celery app (its broker and result
-backend are the private Redis). Worker remote control (``manager.inspect()``, ``app.control``) has no djwork
-counterpart: using it raises, naming it.
+``celery_session_worker`` is one djwork worker embedded in each pytest process for the whole run (as
+Celery's test worker is a thread of the test process), running the swapped ``t.integration.tasks``;
+``manager.app`` answers what the tests read of a Celery app (its broker and result backend are the private
+Redis). Worker remote control (``manager.inspect()``, ``app.control``) has no djwork counterpart: using it
+raises, naming it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
-import tempfile
-from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -27,19 +25,23 @@ import redis  # noqa: E402 - after django.setup(): tests.settings_worker sets th
 from django.conf import settings  # noqa: E402
 from django.core.signals import setting_changed  # noqa: E402
 
+import djwork  # noqa: E402
 from djwork.redis import keys  # noqa: E402
-from djwork.settings.conf import get_config  # noqa: E402
-from tests.helpers_worker import Workers, wait_until  # noqa: E402
+from djwork.settings import app_conf  # noqa: E402
+from djwork.settings.conf import build_config, get_config  # noqa: E402
+from djwork.worker.launcher import Launcher  # noqa: E402
+from tests.helpers_worker import wait_until  # noqa: E402
 
 REDIS_URL = os.environ["DJWORK_TEST_REDIS_URL"]
 TEST_BROKER = TEST_BACKEND = REDIS_URL
-# Read by Celery's tasks.py (get_redis_connection) in this process and in the worker, which inherits them.
+# Read by Celery's tasks.py (get_redis_connection) in this process, the worker's too.
 os.environ["REDIS_HOST"] = urlparse(REDIS_URL).hostname or "127.0.0.1"
 os.environ["REDIS_PORT"] = str(urlparse(REDIS_URL).port)
 
-# Each test at most this long, whatever Celery's marks say (300 s, for its CI's reruns): a result that never
-# comes fails its test in this time instead of holding the run for minutes. The slowest of Celery's tests
-# that can pass (test_retry: two tasks of four attempts 5 s apart, one job at a time) needs about 35 s.
+# Each test at most this long (LONGER_CAPS below excepted), whatever Celery's marks say (300 s, for its CI's
+# reruns): a result that never comes fails its test in this time instead of holding the run for minutes. The
+# slowest of Celery's tests that can pass (test_retry: two tasks of four attempts 5 s apart, one job at a time)
+# needs about 35 s.
 TEST_TIMEOUT = float(os.environ.get("DJWORK_CELERY_SUITE_TEST_TIMEOUT", "45"))
 
 
@@ -74,31 +76,25 @@ class Backend:
         return getattr(NoCounterpart("app.backend"), name)
 
 
-class Conf(SimpleNamespace):
-    """``app.conf``: Celery's settings the tests read; the one they write is djwork's ``CHORD_HEADER_ERRBACKS``."""
+class Conf(app_conf.Conf):
+    """``app.conf``: djwork's own (``task.app.conf``: the settings djwork has, by Celery's names), and where
+    the tests' broker and result backend are."""
 
-    @property
-    def task_allow_error_cb_on_chord_header(self) -> bool:
-        return get_config().chord_header_errbacks
-
-    @task_allow_error_cb_on_chord_header.setter
-    def task_allow_error_cb_on_chord_header(self, value: bool) -> None:
-        # As override_settings does: the new DJWORK, then the signal that drops the cached Config.
-        settings.DJWORK = {**getattr(settings, "DJWORK", {}), "CHORD_HEADER_ERRBACKS": bool(value)}
-        setting_changed.send(sender=type(self), setting="DJWORK", value=settings.DJWORK, enter=True)
+    broker_url = TEST_BROKER
+    result_backend = TEST_BACKEND
+    result_backend_transport_options: dict[str, Any] = {}
 
 
 class App:
     """What the tests read of ``manager.app`` / ``celery_session_app``."""
 
     def __init__(self) -> None:
-        self.conf = Conf(broker_url=TEST_BROKER, result_backend=TEST_BACKEND, result_backend_transport_options={})
+        self.conf = Conf()
         self.backend = Backend()
         self.control = NoCounterpart("app.control")
 
     def register_task(self, task: Any) -> Any:
-        raise NotImplementedError(f"app.register_task({task!r}): djwork has no app registry of class-based tasks; "
-                                  "declare a function with @djwork.shared_task(base=YourTask) (docs/celery.md)")
+        return djwork.register_task(task)
 
     def set_current(self) -> None:
         """One app per process in djwork: nothing to make current."""
@@ -176,25 +172,39 @@ def app(celery_app: App) -> App:
 
 @pytest.fixture(scope="session")
 def celery_session_worker() -> Any:
-    """One ``runworkers`` for the run, with results on and the generated package on its path."""
-    directory = Path(tempfile.mkdtemp(prefix="djwork-celery-suite-"))
-    pool = Workers(directory, REDIS_URL)
-    package_root = str(Path(__file__).resolve().parent.parent.parent)
-    tree = os.environ["DJWORK_CELERY_SUITE_TREE"]
-    os.environ["PYTHONPATH"] = os.pathsep.join([tree, package_root, os.environ.get("PYTHONPATH", "")])
+    """A djwork worker embedded in this pytest process (djwork/embedded.py's kind), with results on.
+
+    Not a ``runworkers`` subprocess: Celery's test worker is a thread of the test process, and its tests
+    count on it: a ``task_received`` receiver a test connects, a task class a test registers
+    (``app.register_task``), a setting a test changes are all seen by the worker that runs the jobs.
+    """
+    # One thread, as Celery's test worker has one process (start_worker's concurrency=1): some tests
+    # (test_expired) count on jobs waiting their turn.
+    launcher = Launcher(build_config({"CONCURRENCY": 1, "RESULTS": True}), embedded=True)
+    launcher.start()
     try:
-        # One thread, as Celery's test worker has one process (start_worker's concurrency=1): some tests
-        # (test_expired) count on jobs waiting their turn.
-        worker = pool.start("-c", "1", overrides={"RESULTS": True})
-        worker.identity(get_redis_connection())
-        yield worker
+        wait_until(lambda: get_redis_connection().exists(keys.process(launcher.identity)), 20,
+                   "the embedded worker to register")
+        yield launcher
     finally:
-        pool.cleanup()
+        launcher.stop(timeout=5)
 
 
 @pytest.fixture
 def celery_worker(celery_session_worker: Any) -> Any:
     return celery_session_worker
+
+
+@pytest.fixture(autouse=True)
+def djwork_settings_restored() -> Any:
+    """``settings.DJWORK`` as it was before each test, after it: a test that sets ``app.conf`` and fails before
+    setting it back (test_eager_chord_inside_task: eager mode on, then its chord raises) would otherwise leave
+    its setting to every later test of its process, which runs beside the worker embedded there."""
+    before = getattr(settings, "DJWORK", {})
+    yield
+    if getattr(settings, "DJWORK", {}) is not before:
+        settings.DJWORK = before
+        setting_changed.send(sender=Conf, setting="DJWORK", value=before, enter=False)
 
 
 @pytest.fixture
@@ -204,26 +214,73 @@ def manager(app: App, celery_session_worker: Any) -> Any:
     manager.wait_until_idle()
 
 
+# Tests that must wait longer than TEST_TIMEOUT by their own design, and why: their own waits add up past it
+# (each confirms the chord body never ran by waiting 10 s for it; some confirm more the same way). Their caps
+# leave room for a loaded machine; a test that passes ends when its waits do, not at its cap.
+LONGER_CAPS = {
+    # Seven chord headers, two 10 s waits each: 140 s.
+    "test_disabling_flag_allow_error_cb_on_chord_header": 200.0,
+    # The same seven headers, one 10 s wait each: 70 s.
+    "test_enabling_flag_allow_error_cb_on_chord_header": 120.0,
+    # Six headers, one 10 s wait each: 60 s.
+    "test_flag_allow_error_cb_on_chord_header_on_upgraded_chord": 110.0,
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Each test with a longer cap at the head of another process's share, so each starts at once beside the
+    others instead of all three queuing, one after another, on the process that got Celery's test_chord class.
+    The run's ``--dist worksteal`` (tests/support/celery_suite.py) first splits the tests into one run of
+    consecutive tests per process, about ``len(items) // processes`` each, and an idle process later steals
+    from the tail of a busy one's run; a wrong guess here costs only wall time."""
+    processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    longer = [item for item in items if cap_of(item) != TEST_TIMEOUT]
+    if processes < 2 or not longer:
+        return
+    share = len(items) // processes
+    others = [item for item in items if cap_of(item) == TEST_TIMEOUT]
+    for index, item in enumerate(longer):
+        others.insert(min((index % processes) * share, len(others)), item)
+    items[:] = others
+
+
+def cap_of(item: pytest.Item) -> float:
+    return LONGER_CAPS.get(getattr(item, "originalname", item.name), TEST_TIMEOUT)
+
+
 class OverTheCap(BaseException):
-    """A test ran past ``TEST_TIMEOUT``: a BaseException, so no `except Exception` (a subtests block, a retry loop)
+    """A test ran past its cap: a BaseException, so no `except Exception` (a subtests block, a retry loop)
     swallows it and lets the test wait on."""
 
 
+# Whether the alarm may interrupt: only while a test's body runs. An alarm that lands in pytest_runtest_call's own
+# frame (its finally, before the setitimer(0) there) is ignored: raised there, the exception escaped the wrapper
+# with the timer still ringing and the handler still installed, and the next alarm, a second later, raised in
+# pytest's or xdist's own code (a report from outside any test, or a crashed process). The handler stays
+# installed for the whole run; outside a body the flag is down and an alarm does nothing.
+_armed = False
+
+
 def _over_the_cap(signum: int, frame: Any) -> None:
-    raise OverTheCap(f"over the {TEST_TIMEOUT:g} s each test of this run gets (tests/support/celery_fixtures.py)")
+    if _armed and (frame is None or frame.f_code is not pytest_runtest_call.__code__):
+        raise OverTheCap("over the cap each test of this run gets (tests/support/celery_fixtures.py)")
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Each test's body gets ``TEST_TIMEOUT`` seconds, then is interrupted every second until it ends.
+    """Each test's body gets its cap (``TEST_TIMEOUT``, or ``LONGER_CAPS``), then is interrupted every second
+    until it ends.
 
     Not pytest-timeout: its one interruption is caught by a ``subtests`` block, and the test goes on to its
     next block, which waits its own 60 s (six of Celery's tests took two minutes each so).
     """
-    previous = signal.signal(signal.SIGALRM, _over_the_cap)
-    signal.setitimer(signal.ITIMER_REAL, TEST_TIMEOUT, 1.0)
+    global _armed
+    if signal.getsignal(signal.SIGALRM) is not _over_the_cap:
+        signal.signal(signal.SIGALRM, _over_the_cap)
+    _armed = True
+    signal.setitimer(signal.ITIMER_REAL, cap_of(item), 1.0)
     try:
         return (yield)
     finally:
+        _armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

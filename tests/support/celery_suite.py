@@ -159,11 +159,13 @@ class Expected:
     """One test on the list: why it is expected not to pass."""
 
     nodeid: str
-    kind: str  # "refused" (by design, docs/celery.md) or "not built"
+    # "refused" (by design, docs/celery.md), "not built", or "racy": Celery's test races its own worker, and
+    # passes or fails by which thread runs first (counted neither way, as long as it runs).
+    kind: str
     reason: str
 
 
-KINDS = ("refused", "not built")
+KINDS = ("refused", "not built", "racy")
 
 
 def read_expected(path: Path = EXPECTED) -> dict[str, Expected]:
@@ -174,7 +176,8 @@ def read_expected(path: Path = EXPECTED) -> dict[str, Expected]:
             continue
         parts = [part.strip() for part in line.split(" | ")]
         if len(parts) != 3 or parts[1] not in KINDS or not parts[2]:
-            raise ValueError(f"{path.name}:{number}: expected 'nodeid | refused or not built | reason', got {line!r}")
+            raise ValueError(f"{path.name}:{number}: expected 'nodeid | refused, not built or racy | reason', "
+                             f"got {line!r}")
         if parts[0] in entries:
             raise ValueError(f"{path.name}:{number}: {parts[0]} is listed twice")
         entries[parts[0]] = Expected(*parts)
@@ -273,26 +276,31 @@ def judge(results: dict[str, str], expected: dict[str, Expected]) -> Verdict:
         failed_unlisted=sorted(nodeid for nodeid, outcome in results.items()
                                if outcome == "failed" and nodeid not in expected),
         passed_listed=sorted(nodeid for nodeid, outcome in results.items()
-                             if outcome == "passed" and nodeid in expected),
+                             if outcome == "passed" and nodeid in expected and expected[nodeid].kind != "racy"),
         # Skipped by Celery's own marks (a RabbitMQ-only case, a known Celery issue): neither a pass nor a failure.
         listed_not_run=sorted(nodeid for nodeid in expected if results.get(nodeid, "skipped") == "skipped"),
-        passed=sum(1 for outcome in results.values() if outcome == "passed"),
+        # A racy test's pass is not counted: it is on the list, counted there.
+        passed=sum(1 for nodeid, outcome in results.items()
+                   if outcome == "passed" and not (nodeid in expected and expected[nodeid].kind == "racy")),
         skipped=sum(1 for outcome in results.values() if outcome == "skipped"),
         listed_by_kind=kinds,
     )
 
 
 def run(tree: Path, report: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    """Celery's two test modules in a pytest of their own, against a runworkers of their own."""
+    """Celery's two test modules in a pytest of their own, each process with a worker embedded in it."""
     import json
     import os
 
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings_worker",
            "DJWORK_TEST_OVERRIDES": json.dumps({"RESULTS": True}), "DJWORK_CELERY_SUITE_TREE": str(tree),
            "PYTHONPATH": os.pathsep.join([str(tree), str(ROOT)])}
-    # Three pytest processes, each with its own private Redis and runworkers: most of the run waits on
-    # results (some never come, until the per-test cap), not on a CPU.
+    # Three pytest processes, each with its own private Redis and embedded worker: most of the run waits on
+    # results (some never come, until the per-test cap), not on a CPU. worksteal: a process that ran out of
+    # tests takes half of what another still has queued (xdist's default "load" left two idle for minutes
+    # while the third worked through its share behind the long chord tests).
     command = [sys.executable, "-m", "pytest", "-c", "pytest.ini", "--rootdir", ".", "-p", "no:cacheprovider",
-               "-p", "no:django", "-p", "no:timeout", "-n", str(PROCESSES), "-q", "-rfE", f"--junitxml={report}",
+               "-p", "no:django", "-p", "no:timeout", "-n", str(PROCESSES), "--dist", "worksteal", "-q", "-rfE",
+               f"--junitxml={report}",
                *(f"t/integration/{name}" for name in TEST_FILES)]
     return subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
