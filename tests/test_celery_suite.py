@@ -25,7 +25,9 @@ def test_celery_integration_suite_fails_only_what_the_list_names(tmp_path):
     assert report.exists(), f"the inner run wrote no report:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}"
     verdict = celery_suite.judge(celery_suite.outcomes(report), expected)
     print(verdict.describe())
-    assert verdict.ok, f"{verdict.describe()}\n\ninner run's summary:\n{finished.stdout[-6000:]}"
+    assert verdict.ok, (f"{verdict.describe()}\n\nwhat the report says of the failures outside the list:\n"
+                        f"{celery_suite.failure_texts(report, verdict.failed_unlisted)}\n\n"
+                        f"inner run's summary:\n{finished.stdout[-6000:]}")
 
 
 def test_the_expected_failures_list_reads_and_gives_every_test_a_reason():

@@ -31,6 +31,7 @@ from djwork.settings import app_conf  # noqa: E402
 from djwork.settings.conf import build_config, get_config  # noqa: E402
 from djwork.worker.launcher import Launcher  # noqa: E402
 from tests.helpers_worker import wait_until  # noqa: E402
+from tests.support.celery_suite import read_expected  # noqa: E402
 
 REDIS_URL = os.environ["DJWORK_TEST_REDIS_URL"]
 TEST_BROKER = TEST_BACKEND = REDIS_URL
@@ -234,17 +235,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     consecutive tests per process, about ``len(items) // processes`` each, and an idle process later steals
     from the tail of a busy one's run; a wrong guess here costs only wall time."""
     processes = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    longer = [item for item in items if cap_of(item) != TEST_TIMEOUT]
+    longer = [item for item in items if cap_of(item) > TEST_TIMEOUT]
     if processes < 2 or not longer:
         return
     share = len(items) // processes
-    others = [item for item in items if cap_of(item) == TEST_TIMEOUT]
+    others = [item for item in items if cap_of(item) <= TEST_TIMEOUT]
     for index, item in enumerate(longer):
         others.insert(min((index % processes) * share, len(others)), item)
     items[:] = others
 
 
+# A test refused by design (tests/celery_suite_expected.txt) fails by design: most of those waited the whole
+# 45 s cap for a message that never comes (the seven `bytes` ones, about 110 s of the run's wall time).
+# Cut at 10 s: one that passes within it is still seen passing (the run then fails: take it off the list).
+REFUSED_CAP = 10.0
+_REFUSED = {nodeid for nodeid, entry in read_expected().items() if entry.kind == "refused"}
+
+
 def cap_of(item: pytest.Item) -> float:
+    if item.nodeid.removeprefix("t/integration/") in _REFUSED:
+        return REFUSED_CAP
     return LONGER_CAPS.get(getattr(item, "originalname", item.name), TEST_TIMEOUT)
 
 
@@ -284,3 +294,35 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     finally:
         _armed = False
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _has_a_frame_without_a_line(traceback: Any) -> bool:
+    while traceback is not None:
+        if traceback.tb_lineno is None:
+            return True
+        traceback = traceback.tb_next
+    return False
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Any:
+    """The failure re-raised from here when its traceback has a frame with no line number.
+
+    An interruption raised by the alarm can land on an instruction Python 3.11 gives no line (its traceback
+    entry's ``tb_lineno`` is None): pytest's report then failed on ``None - 1``, the process crashed with an
+    INTERNALERROR, and every test it had left went unrun. The same exception, re-raised here, has a traceback
+    pytest can print; the test is reported failed, as it did fail.
+    """
+    excinfo = call.excinfo
+    if excinfo is not None and _has_a_frame_without_a_line(excinfo.tb):
+        error = excinfo.value
+        note = f"{error} (re-raised: its traceback had a frame without a line number)"
+        try:
+            replacement: BaseException = type(error)(note)
+        except Exception:  # a class whose constructor wants other arguments
+            replacement = RuntimeError(f"{type(error).__name__}: {note}")
+        try:
+            raise replacement from None
+        except BaseException:
+            call.excinfo = pytest.ExceptionInfo.from_current()
+    return (yield)

@@ -219,9 +219,21 @@ def prepare() -> Path:
 def outcomes(report: Path) -> dict[str, str]:
     """Each test's outcome in a junit report: ``passed``, ``failed`` (a failure or error, setup and teardown
     included) or ``skipped``, by the ids the list uses (``test_canvas.py::test_chain::test_simple_chain``)."""
+    return {nodeid: outcome for nodeid, (outcome, _text) in read_report(report).items()}
+
+
+def failure_texts(report: Path, nodeids: list[str], limit: int = 3000) -> str:
+    """What the report says of each of ``nodeids`` that failed (its message and traceback, cut to ``limit``
+    characters each): a failure outside the list names its cause, not only its name."""
+    found = read_report(report)
+    return "\n\n".join(f"--- {nodeid}\n{found[nodeid][1][-limit:]}" for nodeid in nodeids if nodeid in found)
+
+
+def read_report(report: Path) -> dict[str, tuple[str, str]]:
+    """Each test's outcome and its failures' text (message and traceback, every phase), by list id."""
     import xml.etree.ElementTree as ElementTree
 
-    found: dict[str, str] = {}
+    found: dict[str, tuple[str, str]] = {}
     for case in ElementTree.parse(report).getroot().iter("testcase"):
         parts = case.get("classname", "").split(".")
         module = next((index for index, part in enumerate(parts) if part.startswith("test_")), None)
@@ -231,14 +243,19 @@ def outcomes(report: Path) -> dict[str, str]:
             nodeid = "::".join(part for part in (case.get("classname", ""), case.get("name", "")) if part)
         else:
             nodeid = "::".join([f"{parts[module]}.py", *parts[module + 1:], case.get("name", "")])
-        if case.find("failure") is not None or case.find("error") is not None:
+        problems = [*case.iter("failure"), *case.iter("error")]
+        if problems:
             outcome = "failed"
         elif case.find("skipped") is not None:
             outcome = "skipped"
         else:
             outcome = "passed"
-        if found.get(nodeid) != "failed":  # a test that passed and then errored in its teardown failed
-            found[nodeid] = outcome
+        text = "\n".join(f"{problem.get('message', '')}\n{problem.text or ''}" for problem in problems)
+        earlier_outcome, earlier_text = found.get(nodeid, ("", ""))
+        if earlier_outcome != "failed":  # a test that passed and then errored in its teardown failed
+            found[nodeid] = (outcome, text)
+        elif text:
+            found[nodeid] = (earlier_outcome, f"{earlier_text}\n{text}")
     return found
 
 
