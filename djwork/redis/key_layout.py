@@ -92,6 +92,11 @@ class Layout:
         """A no-overlap entry's running lock: in its state's slot on a cluster, so the claim takes it in one step."""
         return keys.periodic_lock(entry_id, cluster=self.cluster)
 
+    def clearing_copy(self, key: str, stamp: str) -> str:
+        """Where a clear sets ``key`` aside (djwork/api/clearing.py): ``djwork:clearing:<stamp>`` on one server;
+        on a cluster ``djwork:clearing:{<key>}:<stamp>``, the key its own hash tag, so the rename is one slot."""
+        return f"{keys.CLEARING_PREFIX}{{{key}}}:{stamp}" if self.cluster else f"{keys.CLEARING_PREFIX}{stamp}"
+
     @property
     def dead_bytes(self) -> str:
         return keys.CLUSTER_DEAD_BYTES if self.cluster else keys.DEAD_BYTES
