@@ -13,6 +13,11 @@ import redis as redis_py
 
 from djwork.redis import keys
 
+# ZSET burial name -> epoch seconds: the poison pills a cluster's reapers filed in `dead` (lua/file_once.lua), in
+# dead's slot, kept an hour. A cluster's key only, named here: djwork/redis/keys.py is at its size limit.
+CLUSTER_PILL_BURIALS = "djwork:pill-burials:{dead}"
+PILL_BURIALS_HORIZON = 3600  # seconds: far longer than two reapers of one pass are apart
+
 
 @dataclass(frozen=True, slots=True)
 class LimiterKeys:
