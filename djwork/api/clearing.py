@@ -16,17 +16,22 @@ import orjson
 
 from djwork import job_locks
 from djwork.api import access
-from djwork.redis import keys, scripts
+from djwork.api.cluster_actions import SetAsideSteps, release_each
+from djwork.api.cluster_entries import by_mode
+from djwork.dead import ScriptCall
+from djwork.redis import keys
+from djwork.redis.key_layout import layout_of
 
 BATCH = 1000
 
 
 def clear_releasing_locks(key: str, queue_name: str = "") -> int:
     """Delete the LIST or ZSET ``key`` (and ``queue_name`` from `queues`); returns how many entries it held."""
-    aside = f"{keys.CLEARING_PREFIX}{uuid.uuid4().hex}"
+    aside = access.read(layout_of).clearing_copy(key, uuid.uuid4().hex)
+    set_aside = by_mode(ScriptCall("set_aside", [key, aside, keys.QUEUES], [queue_name]),
+                        SetAsideSteps(key, aside, queue_name))  # one script, or a cluster's steps
     # Not replayed: after a lost reply the key may already be renamed; the copy still expires.
-    size = int(access.write(lambda conn: scripts.evaluate(conn, "set_aside", [key, aside, keys.QUEUES],
-                                                          [queue_name]), replay=False))
+    size = int(access.write(set_aside.evaluate, replay=False))
     is_list = size > 0 and access.read(lambda conn: conn.type(aside)) == b"list"
 
     def read_batch(conn: Any) -> list[bytes]:
@@ -62,11 +67,4 @@ def _release(batch: list[bytes]) -> None:
                 owned.append((payload["jid"], locks))
     if not owned:
         return
-
-    def release(conn: Any) -> None:
-        pipe = conn.pipeline(transaction=False)
-        for jid, locks in owned:
-            scripts.queue_evaluate(pipe, "release_locks", [], [jid, job_locks.encode(locks)])
-        scripts.execute(pipe)
-
-    access.write(release, replay=True)  # compare-and-delete: a replay releases nothing twice
+    access.write(release_each(owned).evaluate, replay=True)  # compare-and-delete: a replay releases nothing twice

@@ -27,9 +27,12 @@ from django.conf import settings
 from redis.exceptions import ResponseError
 
 from djwork.api import access
+from djwork.api.cluster_actions import RunNowSteps
+from djwork.api.cluster_entries import by_mode
 from djwork.api.errors import ApiError, StaleEntry
 from djwork.api.history import runs_before
 from djwork.api.records import text, to_datetime, to_int
+from djwork.dead import ScriptCall
 from djwork.jobs import resolve
 from djwork.periodic import claim as claims
 from djwork.periodic.entries import Entry, EntryError, configured, parse_entry
@@ -140,8 +143,10 @@ class Periodic:
             raise ApiError(f"periodic entry {entry_id!r} could not be enqueued: {error}") from error
         if call is None:
             raise ApiError(f"client middleware stopped the push of {entry_id!r}")
+        # One script, or a cluster's steps (claim pending, push once, clear: djwork/api/cluster_actions.py).
+        run = by_mode(ScriptCall(claims.SCRIPT, call.keys, call.args), RunNowSteps(entry_id, call.args, call.jid))
         # Not replayed: a run now that landed and lost its reply would run twice.
-        reply = access.write(lambda conn: scripts.evaluate(conn, claims.SCRIPT, call.keys, call.args), replay=False)
+        reply = access.write(run.evaluate, replay=False)
         status, value = claims.status_of(reply)
         if status == "busy":
             raise ApiError(f"periodic entry {entry_id!r} does not overlap runs, and its run {value} is still queued, "

@@ -21,6 +21,7 @@ import orjson
 
 from djwork import job_locks
 from djwork.api import access
+from djwork.api.cluster_actions import release_each
 from djwork.api.cluster_entries import ByMode, RemoveSteps, by_mode
 from djwork.api.records import JobRecord, text
 from djwork.dead import ScriptCall
@@ -129,7 +130,7 @@ class UniqueLocks:
         key = keys.unique(check_digest(digest))
         if owner:
             # Replayed: compare-and-delete run twice deletes at most the one lock it compared.
-            return bool(access.write(lambda conn: job_locks.release(conn, [key], owner), replay=True))
+            return bool(access.write(release_each([(owner, [key])]).evaluate, replay=True))
         return bool(access.write(lambda conn: conn.delete(key), replay=True))
 
     @staticmethod

@@ -120,6 +120,8 @@ BOUNDS: tuple[KeyBound, ...] = (
              "deleted when a fetch drops the copy"),
     KeyBound("djwork:pushed:{queue:<name>}", JOB, cap="entries older than an hour dropped at each push_once"),
     KeyBound("djwork:dead-bytes:{dead}", FIXED),
+    KeyBound("djwork:pill-burials:{dead}", INCIDENT, cap="entries older than an hour dropped at each burial"),
+    KeyBound("djwork:clearing:{<key>}:<random>", INCIDENT, ttl="1 day"),
     KeyBound("djwork:result-notify:{djwork:result:<id>}", JOB, ttl="60 s"),
     KeyBound("djwork:periodic:history:{djwork:periodic:state:<id>}", JOB, cap="the entry's last 100 runs and skips"),
     KeyBound("djwork:result-waiter:{djwork:result:<id>}", JOB, ttl="60 s, renewed by each waiter",

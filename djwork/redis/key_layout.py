@@ -13,6 +13,11 @@ import redis as redis_py
 
 from djwork.redis import keys
 
+# ZSET burial name -> epoch seconds: the poison pills a cluster's reapers filed in `dead` (lua/file_once.lua), in
+# dead's slot, kept an hour. A cluster's key only, named here: djwork/redis/keys.py is at its size limit.
+CLUSTER_PILL_BURIALS = "djwork:pill-burials:{dead}"
+PILL_BURIALS_HORIZON = 3600  # seconds: far longer than two reapers of one pass are apart
+
 
 @dataclass(frozen=True, slots=True)
 class LimiterKeys:
@@ -91,6 +96,11 @@ class Layout:
     def periodic_lock(self, entry_id: str) -> str:
         """A no-overlap entry's running lock: in its state's slot on a cluster, so the claim takes it in one step."""
         return keys.periodic_lock(entry_id, cluster=self.cluster)
+
+    def clearing_copy(self, key: str, stamp: str) -> str:
+        """Where a clear sets ``key`` aside (djwork/api/clearing.py): ``djwork:clearing:<stamp>`` on one server;
+        on a cluster ``djwork:clearing:{<key>}:<stamp>``, the key its own hash tag, so the rename is one slot."""
+        return f"{keys.CLEARING_PREFIX}{{{key}}}:{stamp}" if self.cluster else f"{keys.CLEARING_PREFIX}{stamp}"
 
     @property
     def dead_bytes(self) -> str:

@@ -20,12 +20,14 @@ when the retry is fetched (djwork/worker/cluster/revoked.py).
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
 from djwork import dead, job_locks
 from djwork.payload import dumps
 from djwork.redis import keys, scripts
+from djwork.redis.key_layout import CLUSTER_PILL_BURIALS, PILL_BURIALS_HORIZON
 from djwork.settings.conf import Config
 from djwork.worker.cluster import locks as cluster_locks
 from djwork.worker.cluster.results import store_on
@@ -35,7 +37,8 @@ class FilingSteps:
     """The two steps of one filing, run in order by ``evaluate(conn)`` (the interface of ``dead.ScriptCall``)."""
 
     def __init__(self, target_key: str | None, entry: list[Any], source_key: str, orphan_counts: str,
-                 raw: Any, jid: str, from_in_progress: bool, result_spec: str = "", locks: str = "") -> None:
+                 raw: Any, jid: str, from_in_progress: bool, result_spec: str = "", locks: str = "",
+                 burial: str = "") -> None:
         self.target_key = target_key
         self.entry = entry
         self.source_key = source_key
@@ -45,11 +48,15 @@ class FilingSteps:
         self.from_in_progress = from_in_progress
         self.result_spec = result_spec
         self.locks = locks  # encoded; released after the job left its list ('' for a retry, which keeps them)
+        self.burial = burial  # a poison pill's burial name: filed in dead once by it (lua/file_once.lua)
 
     def evaluate(self, conn: Any) -> int:
         if self.result_spec:
             store_on(conn, [(self.jid, self.result_spec)])
-        if self.target_key is not None:
+        if self.burial:
+            scripts.evaluate(conn, "file_once", [keys.DEAD, keys.CLUSTER_DEAD_BYTES, CLUSTER_PILL_BURIALS],
+                             [*self.entry, self.burial, repr(time.time()), PILL_BURIALS_HORIZON])
+        elif self.target_key is not None:
             entry_keys = [self.target_key, keys.CLUSTER_DEAD_BYTES] if self.target_key == keys.DEAD else [
                 self.target_key]
             scripts.evaluate(conn, "file_entry", entry_keys, self.entry)
@@ -68,8 +75,9 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
                  result: tuple[str, str] = ("", "")) -> FilingSteps:
     """``dead.file_failure`` for a cluster: the same arguments, the filing in two single-slot steps.
 
-    ``only_if_listed`` is not honoured here: the filing's slot can't see the list's, so two reapers that
-    both bury one poison pill may each file a copy in dead (docs/cluster.md, Refused on a cluster).
+    ``only_if_listed`` (a poison pill's burial, which two reapers may both be handed) can't be checked
+    against the list from dead's slot: the burial is named instead (the list and the copy on it), and filed
+    in dead once by that name (lua/file_once.lua); each reaper still takes the copy off the list.
     """
     if target == "retry":
         locks = ""  # a job waiting for its retry keeps its locks, as fail.lua decides on one server
@@ -83,8 +91,17 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
     moment = time.time() if now is None else now
     trim = dead.dead_trim(config, moment) if target == "dead" else ["0", "0", "0"]
     target_key = keys.RETRY if target == "retry" else keys.DEAD
+    burial = burial_name(source_key, raw) if only_if_listed and target == "dead" else ""
     return FilingSteps(target_key, [stored, repr(float(score)), *trim], source_key,
-                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress, result_spec, locks)
+                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress, result_spec, locks, burial)
+
+
+def burial_name(list_key: str, raw: str | bytes) -> str:
+    """A poison pill's burial, named by its dead process's list and the copy on it: every reaper handed that
+    copy names it alike, while a later burial of the same job (retried by hand, a pill again) comes from
+    another process's list."""
+    copy = raw.encode() if isinstance(raw, str) else bytes(raw)
+    return hashlib.sha1(list_key.encode() + b"\n" + copy).hexdigest()
 
 
 def reschedule(source_key: str, raw: str | bytes, payload: dict[str, Any], score: float, jid: str,

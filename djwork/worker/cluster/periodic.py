@@ -79,7 +79,7 @@ class ClusterPeriodicTicker(PeriodicTicker):
             return 0
         pending.sort()
         now = repr(time.time())
-        pushes = [((keys.pushed(queue), keys.queue(queue)), (f"periodic:{jid}", payload, now, keys.PUSHED_HORIZON))
+        pushes = [((keys.pushed(queue), keys.queue(queue)), (periodic_move(jid), payload, now, keys.PUSHED_HORIZON))
                   for _slot, _state, _name, jid, queue, payload in pending]
         # Idempotent: push_once pushes a jid once; the HDEL and the SADD repeat harmlessly.
         replies = redis_layer.run(lambda conn: evaluate_each(conn, "push_once", pushes, raise_on_error=False),
@@ -101,6 +101,11 @@ class ClusterPeriodicTicker(PeriodicTicker):
         if pushed:
             redis_layer.run(clear, idempotent=True)
         return len(pushed)
+
+
+def periodic_move(jid: str) -> str:
+    """The push dedupe's name of a periodic run's push: the leader's tick and the API's run-now name it alike."""
+    return f"periodic:{jid}"
 
 
 def _text(value: Any) -> Any:

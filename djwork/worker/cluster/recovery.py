@@ -5,7 +5,8 @@
 2. ``lua/recover_list.lua`` (the queue's slot: list, queue, isolated list and counters share the tag):
    the list back on its queue or the isolated list, every recovery counted, poison pills left on it.
    Counted once per run of this step, exactly as on one server (the step is not replayed).
-3. Each poison pill filed in `dead` first and taken off the list after (filing.py), then the emptied
+3. Each poison pill filed in `dead` first, once by its burial's name however many reapers were handed it
+   (``lua/file_once.lua``, filing.py), and taken off the list after, then the emptied
    list unregistered (``LLEN``, then ``SREM`` of the registry): a crash before the SREM leaves an
    empty list registered, which the next pass finds empty and unregisters.
 
