@@ -240,7 +240,23 @@ class JobRecord:
         return arguments if isinstance(arguments, list) else []
 
     @property
+    def _reprs(self) -> tuple[str | None, str | None]:
+        """The call's ``argsrepr``/``kwargsrepr`` (djwork/jobs/argument_reprs.py): shown in place of the
+        arguments, which every page and the CLI then never show (they may be secrets)."""
+        argsrepr, kwargsrepr = self.item.get("argsrepr"), self.item.get("kwargsrepr")
+        return (argsrepr if isinstance(argsrepr, str) else None, kwargsrepr if isinstance(kwargsrepr, str) else None)
+
+    @property
     def display_args(self) -> list[Any]:
+        argsrepr, kwargsrepr = self._reprs
+        if argsrepr is not None or kwargsrepr is not None:
+            kwargs = self.item.get("kwargs")
+            shown: list[Any] = [argsrepr] if argsrepr is not None else list(self.args)
+            if kwargsrepr is not None:
+                shown.append(kwargsrepr)
+            elif isinstance(kwargs, dict) and kwargs:
+                shown.append(kwargs)
+            return shown
         if self.klass in ACTIVEJOB_WRAPPERS and self.item.get("wrapped"):
             args = self._activejob_arguments()
             if self.item.get("wrapped") in MAILER_JOBS:
@@ -256,7 +272,22 @@ class JobRecord:
 
     @property
     def args_text(self) -> str:
-        return ", ".join(json.dumps(arg, ensure_ascii=False, default=str) for arg in self.display_args)
+        reprs = [text for text in self._reprs if text is not None]
+        return ", ".join(arg if any(arg is text for text in reprs) else json.dumps(arg, ensure_ascii=False, default=str)
+                         for arg in self.display_args)
+
+    @property
+    def shown_item(self) -> dict[str, Any]:
+        """The payload as pages and the CLI show it: ``args``/``kwargs`` replaced by the call's reprs, if any."""
+        argsrepr, kwargsrepr = self._reprs
+        if argsrepr is None and kwargsrepr is None:
+            return self.item
+        shown = dict(self.item)
+        if argsrepr is not None:
+            shown["args"] = argsrepr
+        if kwargsrepr is not None:
+            shown["kwargs"] = kwargsrepr
+        return shown
 
     def _time(self, name: str) -> dt.datetime | None:
         return to_datetime(epoch_seconds(self.item.get(name)))
@@ -312,7 +343,7 @@ class JobRecord:
         """The full payload for the detail page: indented JSON, or the raw text when unreadable."""
         if not self.item:
             return self.raw
-        return json.dumps(self.item, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        return json.dumps(self.shown_item, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ raises, naming it.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from typing import Any
@@ -180,7 +181,10 @@ def celery_session_worker() -> Any:
     """
     # One thread, as Celery's test worker has one process (start_worker's concurrency=1): some tests
     # (test_expired) count on jobs waiting their turn.
-    launcher = Launcher(build_config({"CONCURRENCY": 1, "RESULTS": True}), embedded=True)
+    # Celery's trace log records on, as a team whose log pipeline keys on them turns them on, and the
+    # ``celery`` loggers at INFO as its logging config would (test_trace_log_arguments reads them).
+    logging.getLogger("celery").setLevel(logging.INFO)
+    launcher = Launcher(build_config({"CONCURRENCY": 1, "RESULTS": True, "CELERY_TRACE_LOG": True}), embedded=True)
     launcher.start()
     try:
         wait_until(lambda: get_redis_connection().exists(keys.process(launcher.identity)), 20,
