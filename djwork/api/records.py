@@ -246,17 +246,24 @@ class JobRecord:
         argsrepr, kwargsrepr = self.item.get("argsrepr"), self.item.get("kwargsrepr")
         return (argsrepr if isinstance(argsrepr, str) else None, kwargsrepr if isinstance(kwargsrepr, str) else None)
 
+    def _shown_with_reprs(self) -> list[tuple[Any, bool]] | None:
+        """Each shown argument and whether it is a repr (text shown as it is); None without reprs."""
+        argsrepr, kwargsrepr = self._reprs
+        if argsrepr is None and kwargsrepr is None:
+            return None
+        kwargs = self.item.get("kwargs")
+        shown = [(argsrepr, True)] if argsrepr is not None else [(arg, False) for arg in self.args]
+        if kwargsrepr is not None:
+            shown.append((kwargsrepr, True))
+        elif isinstance(kwargs, dict) and kwargs:
+            shown.append((kwargs, False))
+        return shown
+
     @property
     def display_args(self) -> list[Any]:
-        argsrepr, kwargsrepr = self._reprs
-        if argsrepr is not None or kwargsrepr is not None:
-            kwargs = self.item.get("kwargs")
-            shown: list[Any] = [argsrepr] if argsrepr is not None else list(self.args)
-            if kwargsrepr is not None:
-                shown.append(kwargsrepr)
-            elif isinstance(kwargs, dict) and kwargs:
-                shown.append(kwargs)
-            return shown
+        with_reprs = self._shown_with_reprs()
+        if with_reprs is not None:
+            return [value for value, _ in with_reprs]
         if self.klass in ACTIVEJOB_WRAPPERS and self.item.get("wrapped"):
             args = self._activejob_arguments()
             if self.item.get("wrapped") in MAILER_JOBS:
@@ -272,9 +279,11 @@ class JobRecord:
 
     @property
     def args_text(self) -> str:
-        reprs = [text for text in self._reprs if text is not None]
-        return ", ".join(arg if any(arg is text for text in reprs) else json.dumps(arg, ensure_ascii=False, default=str)
-                         for arg in self.display_args)
+        with_reprs = self._shown_with_reprs()
+        if with_reprs is None:
+            with_reprs = [(arg, False) for arg in self.display_args]
+        return ", ".join(value if is_repr else json.dumps(value, ensure_ascii=False, default=str)
+                         for value, is_repr in with_reprs)
 
     @property
     def shown_item(self) -> dict[str, Any]:

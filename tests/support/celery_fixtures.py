@@ -200,6 +200,13 @@ def celery_worker(celery_session_worker: Any) -> Any:
 
 
 @pytest.fixture(autouse=True)
+def worker_running(celery_session_worker: Any) -> None:
+    """The embedded worker runs for every test, not only from the first that asks for it: some of Celery's
+    tests (test_trace_log_arguments) ask for none and wait for a result, counting on a test before them in the
+    same process having started the session's worker, which --dist worksteal does not promise."""
+
+
+@pytest.fixture(autouse=True)
 def djwork_settings_restored() -> Any:
     """``settings.DJWORK`` as it was before each test, after it: a test that sets ``app.conf`` and fails before
     setting it back (test_eager_chord_inside_task: eager mode on, then its chord raises) would otherwise leave
