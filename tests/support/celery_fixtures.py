@@ -272,8 +272,31 @@ class OverTheCap(BaseException):
 _armed = False
 
 
+# The running test function's code: an alarm is raised only in code that test called, not in pytest's.
+_test_code: Any = None
+# pytest's and its plugins' own code. A subtests block reports its failure from inside the test's body; an
+# alarm raised while pytest formats that report left a traceback entry without a line number, and the
+# formatting itself crashed the xdist process (every test it still had was lost).
+_PYTEST_CODE = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}", f"{os.sep}xdist{os.sep}",
+                f"{os.sep}pytest_subtests{os.sep}")
+
+
+def _in_pytests_own_code(frame: Any) -> bool:
+    """Whether ``frame`` runs on behalf of pytest (reporting, a hook), below the test function's frame. False
+    when the test function's frame is not found: then the alarm raises as it always did (never a test left
+    running past its cap)."""
+    seen = False
+    while frame is not None:
+        if frame.f_code is _test_code:
+            return seen
+        seen = seen or any(part in frame.f_code.co_filename for part in _PYTEST_CODE)
+        frame = frame.f_back
+    return False
+
+
 def _over_the_cap(signum: int, frame: Any) -> None:
-    if _armed and (frame is None or frame.f_code is not pytest_runtest_call.__code__):
+    if _armed and (frame is None or frame.f_code is not pytest_runtest_call.__code__) \
+            and not _in_pytests_own_code(frame):  # then the next alarm, a second later, lands elsewhere
         raise OverTheCap("over the cap each test of this run gets (tests/support/celery_fixtures.py)")
 
 
@@ -285,9 +308,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     Not pytest-timeout: its one interruption is caught by a ``subtests`` block, and the test goes on to its
     next block, which waits its own 60 s (six of Celery's tests took two minutes each so).
     """
-    global _armed
+    global _armed, _test_code
     if signal.getsignal(signal.SIGALRM) is not _over_the_cap:
         signal.signal(signal.SIGALRM, _over_the_cap)
+    function = getattr(item, "function", None)
+    _test_code = getattr(function, "__code__", None)
     _armed = True
     signal.setitimer(signal.ITIMER_REAL, cap_of(item), 1.0)
     try:
