@@ -103,7 +103,8 @@ class PublishSignals(PushHook):
 def publishing(payload: dict[str, Any], queue: str, at: float | None) -> None:
     """``before_task_publish`` for a job about to be written (after the client middleware)."""
     send(before_task_publish, payload.get("class"), body=payload, exchange="", routing_key=queue,
-         headers=publish_headers(payload, at), properties={}, declare=[], retry_policy=None)
+         headers=publish_headers(payload, at), properties=dict(payload.get("properties") or {}),
+         declare=[], retry_policy=None)
 
 
 def published(payload: dict[str, Any], queue: str) -> None:

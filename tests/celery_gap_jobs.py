@@ -87,3 +87,9 @@ async def reads_request(self, gate):
     await gate.wait()
     await asyncio.sleep(0)
     return (*before, self.request.id, self.request.retries)
+
+
+@djwork.shared_task(bind=True, name="tests.celery_gap_jobs.returns_properties")
+def returns_properties(self):
+    """Celery's return_properties: the message properties the call gave, as the job reads them."""
+    return self.request.properties

@@ -25,11 +25,17 @@ DJWORK = {
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(threadName)s %(message)s"}},
-    "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"}},
+    "formatters": {"plain": {"format": "%(asctime)s %(process)d %(levelname)s %(name)s %(threadName)s %(message)s"},
+                   # Celery's trace records (CELERY_TRACE_LOG) with their data dict, which a test reads back.
+                   "celery_record": {"format": "celery-record %(name)s %(levelname)s data=%(data)r | %(message)s"}},
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "plain"},
+                 "celery_records": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr",
+                                    "formatter": "celery_record"}},
     # DJWORK_TEST_LOG_LEVEL=DEBUG: a test that counts lines waits on DEBUG ones (each retry) as its clock.
     "loggers": {"djwork": {"handlers": ["stderr"], "level": os.environ.get("DJWORK_TEST_LOG_LEVEL", "INFO"),
-                           "propagate": False}},
+                           "propagate": False},
+                # Propagating: Celery's suite (tests/support/celery_fixtures.py) reads them with caplog.
+                "celery": {"handlers": ["celery_records"], "level": "INFO"}},
 }
 
 # Static files as docs/deployment.md serves them under gunicorn: collectstatic into

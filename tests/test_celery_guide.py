@@ -80,11 +80,17 @@ def test_options_the_calling_guide_shows_that_djwork_refuses(raw_redis):
         demo.add.apply_async((2, 2), link=[demo.add.s(16), guide.tsum.s()])  # a list of links
     with pytest.raises(TypeError, match=r"unknown enqueue option\(s\) \['compression'\]"):
         demo.add.apply_async((2, 2), compression="zlib")
-    for option in ("exchange", "routing_key", "argsrepr", "kwargsrepr"):
+    for option in ("exchange", "routing_key", "expiration", "timestamp"):
         with pytest.raises(TypeError, match=option):
             demo.add.apply_async((2, 3), **{option: "x"})
     with pytest.raises(OptionError, match="priority"):
         demo.add.apply_async((2, 2), priority=255)
+    with pytest.raises(OptionError, match="argsrepr must be the text"):
+        demo.add.apply_async((2, 2), argsrepr=(2, 2))
+    with pytest.raises(OptionError, match="app_id must be a string"):
+        demo.add.apply_async((2, 2), app_id=1234)
+    with pytest.raises(OptionError, match="content_type='application/x-python-serialize' is not supported"):
+        demo.add.apply_async((2, 2), content_type="application/x-python-serialize")
     assert raw_redis.dbsize() == 0
     demo.add.apply_async((10, 10), serializer="json")
     demo.add.apply_async((2, 2), retry=True, retry_policy={"max_retries": 3, "interval_start": 0,

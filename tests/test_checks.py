@@ -231,6 +231,7 @@ GOOD_VALUES: list[tuple[str, Any]] = [
     ("TAG", "myapp"),
     ("STRICT_ARGS", False),
     ("LOG_JOBS", False),
+    ("CELERY_TRACE_LOG", True),
     ("POLL_INTERVAL_AVERAGE", None),
     ("POLL_INTERVAL_AVERAGE", 2.5),
     ("REDIS_OPTIONS", {"ssl_cert_reqs": "required"}),

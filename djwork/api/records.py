@@ -240,7 +240,30 @@ class JobRecord:
         return arguments if isinstance(arguments, list) else []
 
     @property
+    def _reprs(self) -> tuple[str | None, str | None]:
+        """The call's ``argsrepr``/``kwargsrepr`` (djwork/jobs/argument_reprs.py): shown in place of the
+        arguments, which every page and the CLI then never show (they may be secrets)."""
+        argsrepr, kwargsrepr = self.item.get("argsrepr"), self.item.get("kwargsrepr")
+        return (argsrepr if isinstance(argsrepr, str) else None, kwargsrepr if isinstance(kwargsrepr, str) else None)
+
+    def _shown_with_reprs(self) -> list[tuple[Any, bool]] | None:
+        """Each shown argument and whether it is a repr (text shown as it is); None without reprs."""
+        argsrepr, kwargsrepr = self._reprs
+        if argsrepr is None and kwargsrepr is None:
+            return None
+        kwargs = self.item.get("kwargs")
+        shown = [(argsrepr, True)] if argsrepr is not None else [(arg, False) for arg in self.args]
+        if kwargsrepr is not None:
+            shown.append((kwargsrepr, True))
+        elif isinstance(kwargs, dict) and kwargs:
+            shown.append((kwargs, False))
+        return shown
+
+    @property
     def display_args(self) -> list[Any]:
+        with_reprs = self._shown_with_reprs()
+        if with_reprs is not None:
+            return [value for value, _ in with_reprs]
         if self.klass in ACTIVEJOB_WRAPPERS and self.item.get("wrapped"):
             args = self._activejob_arguments()
             if self.item.get("wrapped") in MAILER_JOBS:
@@ -256,7 +279,24 @@ class JobRecord:
 
     @property
     def args_text(self) -> str:
-        return ", ".join(json.dumps(arg, ensure_ascii=False, default=str) for arg in self.display_args)
+        with_reprs = self._shown_with_reprs()
+        if with_reprs is None:
+            with_reprs = [(arg, False) for arg in self.display_args]
+        return ", ".join(value if is_repr else json.dumps(value, ensure_ascii=False, default=str)
+                         for value, is_repr in with_reprs)
+
+    @property
+    def shown_item(self) -> dict[str, Any]:
+        """The payload as pages and the CLI show it: ``args``/``kwargs`` replaced by the call's reprs, if any."""
+        argsrepr, kwargsrepr = self._reprs
+        if argsrepr is None and kwargsrepr is None:
+            return self.item
+        shown = dict(self.item)
+        if argsrepr is not None:
+            shown["args"] = argsrepr
+        if kwargsrepr is not None:
+            shown["kwargs"] = kwargsrepr
+        return shown
 
     def _time(self, name: str) -> dt.datetime | None:
         return to_datetime(epoch_seconds(self.item.get(name)))
@@ -312,7 +352,7 @@ class JobRecord:
         """The full payload for the detail page: indented JSON, or the raw text when unreadable."""
         if not self.item:
             return self.raw
-        return json.dumps(self.item, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+        return json.dumps(self.shown_item, indent=2, ensure_ascii=False, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,11 @@ from djwork.testing import push_intercept
 # Options a canvas signature may carry: the enqueue options, and the canvas's own links.
 # ignore_result too: with results opt-in, apply_async(link=..., ignore_result=False) goes through a signature.
 ENQUEUE_OPTIONS = ("queue", "countdown", "eta", "expires", "retry", "jid", "priority", "backtrace", "dead",
-                   "tags", "retry_queue", "retry_for", "ignore_result", "soft_time_limit", "time_limit")
+                   "tags", "retry_queue", "retry_for", "ignore_result", "soft_time_limit", "time_limit",
+                   # Celery's argsrepr/kwargsrepr and message properties: djwork/jobs/argument_reprs.py,
+                   # djwork/jobs/message_properties.py (names only here: the canvas imports no job module).
+                   "argsrepr", "kwargsrepr", "app_id", "user_id", "correlation_id", "reply_to", "message_id",
+                   "type", "cluster_id", "content_type", "content_encoding", "delivery_mode")
 LINK_OPTIONS = ("link", "link_error")
 # The jobs behind map, starmap and chunks (djwork/canvas/builtins.py), by name: a worker imports them.
 XMAP = "djwork.canvas.builtins.xmap"

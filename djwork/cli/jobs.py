@@ -97,7 +97,7 @@ def run_job(ctx: Context) -> int:
     if ctx.json:
         out = job_json(job, found.where) if job else {key: None for key in JOB_FIELDS}
         out.update(jid=found.jid, where=found.where, at=found.at, address=found.address or None,
-                   payload=job.item if job else None, error_backtrace=_backtrace(job),
+                   payload=job.shown_item if job else None, error_backtrace=_backtrace(job),
                    runs=[run_json(run) for run in found.runs])
         ctx.emit(out)
         return code

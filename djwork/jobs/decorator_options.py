@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from djwork import options as enqueue_options
+from djwork.jobs import argument_reprs, message_properties
 from djwork.jobs import priority as job_priority
 from djwork.jobs.enqueue import ABSOLUTE_EPOCH_THRESHOLD
 from djwork.payload import check_arguments
@@ -106,7 +107,8 @@ def call_options(options: dict[str, Any], where: str, jid: str | None) -> tuple[
     ``task_id`` is the jid; ``priority`` (0..9, Celery-on-Redis's numbers) puts the job in one of its
     queue's lanes (docs/priority.md); a serializer other than JSON is refused; ``retry_policy`` is accepted
     and has no effect (a write is never re-sent after it was sent, djwork/client/__init__.py);
-    ``headers`` (JSON values) ride in the payload, read as ``self.request.headers``.
+    ``headers`` (JSON values) ride in the payload, read as ``self.request.headers``; so do the message
+    properties (``app_id``, ...: ``self.request.properties``) and ``argsrepr``/``kwargsrepr``.
     """
     fields: dict[str, Any] = {}
     if "task_id" in options:
@@ -126,6 +128,8 @@ def call_options(options: dict[str, Any], where: str, jid: str | None) -> tuple[
             raise enqueue_options.OptionError(f"{where}: headers must be a dict with string keys, got {headers!r}")
         check_arguments(f"{where} headers", [], headers)
         fields["headers"] = headers
+    fields.update(message_properties.take(options, where))
+    fields.update(argument_reprs.take(options, where))
     return jid, fields
 
 

@@ -18,6 +18,7 @@ from django.db import transaction
 
 from djwork import client, options
 from djwork.canvas.verbs import CanvasVerbs
+from djwork.jobs import argument_reprs, message_properties
 from djwork.payload import ArgumentError
 from djwork.results import ResultMethods
 from djwork.results.record import PAYLOAD_FIELD
@@ -172,7 +173,8 @@ class JobOptions(Enqueueing):
     """``job.set(...)``: the enqueue verbs with preset options (a call's own options win)."""
 
     ENQUEUE_KEYS = ("countdown", "eta", "expires", "queue", "retry", "jid", *PAYLOAD_OPTIONS, "priority",
-                    "unique_for", "unique_until", "task_id", "serializer", "retry_policy", "headers", "ignore_result")
+                    "unique_for", "unique_until", "task_id", "serializer", "retry_policy", "headers", "ignore_result",
+                    *message_properties.NAMES, *argument_reprs.NAMES)
 
     def __init__(self, job: Enqueueing, options: dict[str, Any]) -> None:
         unknown = set(options) - set(self.ENQUEUE_KEYS)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from djwork import options as enqueue_options
+from djwork.jobs import message_properties
 
 
 class Retry(Exception):
@@ -89,6 +90,11 @@ class Request:
     def headers(self) -> dict[str, Any] | None:
         headers = self.payload.get("headers")
         return headers if isinstance(headers, dict) else None
+
+    @property
+    def properties(self) -> dict[str, Any]:
+        """Celery's message properties: those the call gave (``app_id``, ...), ``correlation_id`` and ``priority``."""
+        return message_properties.of_payload(self.payload, self.id)
 
     @property
     def eta(self) -> None:

@@ -144,6 +144,11 @@ class ResultMethods:
 
     id: str | None
 
+    @property
+    def task_id(self) -> str | None:
+        """Celery's other name for ``id`` (``result.task_id``)."""
+        return self.id
+
     def _jid(self) -> str:
         if not self.id:
             raise NoResult("this call enqueued no job (client middleware stopped the push): it has no result")

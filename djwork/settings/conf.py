@@ -80,6 +80,7 @@ class Config:
     tag: str
     labels: tuple[str, ...]
     log_jobs: bool
+    celery_trace_log: bool
     fetch_timeout: float
     unknown_class: str
     health_port: int | None

@@ -223,6 +223,12 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("LOG_JOBS", True, flag, "djwork.E017", "True logs a start and a done line per job.", "Worker",
                 "Log a start and a done line per job, at INFO. `True` or `False`. Failures are logged whatever it"
                 " says, at WARNING, with the traceback when the failure is final (docs/logging.md)."),
+    SettingSpec("CELERY_TRACE_LOG", False, flag, "djwork.E017",
+                "True also logs Celery's received/succeeded/raised records per job.", "Worker",
+                "Also log Celery's trace records for each job, on the loggers `celery.worker.strategy` (`received`)"
+                " and `celery.app.trace` (`succeeded`, `retry`, `raised`), with Celery's messages and the record's"
+                " `data` dict, for log pipelines that key on them. Off by default: djwork's own lines say the same"
+                " (docs/logging.md). `True` or `False`."),
     # --- Jobs ---
     SettingSpec(
         "MAX_RETRIES", 25, count_or_zero, "djwork.E020",

@@ -33,6 +33,7 @@ from djwork.worker.run_hooks import RunHook
 from djwork.worker.server_middleware import ServerMiddleware
 from djwork.worker.task_results import DjangoTaskResults
 from djwork.worker.time_limits import TimeLimits
+from djwork.worker.trace_log import TraceLog
 
 if TYPE_CHECKING:
     from djwork.settings.conf import Config
@@ -53,6 +54,8 @@ def installed_hooks(config: Config, identity: str, history: HistoryRecorder, met
         # run then meets no admission hook. Always in an embedded worker: its host connects receivers whenever
         # it likes (a test, as Celery's test worker is a thread of the test process), after the boot.
         TaskReceived(identity) if signals.task_received.receivers or embedded else None,
+        # Celery's received record comes before its expiry and revoke checks too.
+        TraceLog(config) if config.celery_trace_log else None,
         Expiry(config, identity),
         BatchRun(config),
         TimeLimits(config, watchdog, after_time_out) if watchdog is not None else None,

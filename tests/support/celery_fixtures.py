@@ -11,6 +11,7 @@ raises, naming it.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from typing import Any
@@ -181,7 +182,10 @@ def celery_session_worker() -> Any:
     """
     # One thread, as Celery's test worker has one process (start_worker's concurrency=1): some tests
     # (test_expired) count on jobs waiting their turn.
-    launcher = Launcher(build_config({"CONCURRENCY": 1, "RESULTS": True}), embedded=True)
+    # Celery's trace log records on, as a team whose log pipeline keys on them turns them on, and the
+    # ``celery`` loggers at INFO as its logging config would (test_trace_log_arguments reads them).
+    logging.getLogger("celery").setLevel(logging.INFO)
+    launcher = Launcher(build_config({"CONCURRENCY": 1, "RESULTS": True, "CELERY_TRACE_LOG": True}), embedded=True)
     launcher.start()
     try:
         wait_until(lambda: get_redis_connection().exists(keys.process(launcher.identity)), 20,
@@ -194,6 +198,13 @@ def celery_session_worker() -> Any:
 @pytest.fixture
 def celery_worker(celery_session_worker: Any) -> Any:
     return celery_session_worker
+
+
+@pytest.fixture(autouse=True)
+def worker_running(celery_session_worker: Any) -> None:
+    """The embedded worker runs for every test, not only from the first that asks for it: some of Celery's
+    tests (test_trace_log_arguments) ask for none and wait for a result, counting on a test before them in the
+    same process having started the session's worker, which --dist worksteal does not promise."""
 
 
 @pytest.fixture(autouse=True)
@@ -271,8 +282,31 @@ class OverTheCap(BaseException):
 _armed = False
 
 
+# The running test function's code: an alarm is raised only in code that test called, not in pytest's.
+_test_code: Any = None
+# pytest's and its plugins' own code. A subtests block reports its failure from inside the test's body; an
+# alarm raised while pytest formats that report left a traceback entry without a line number, and the
+# formatting itself crashed the xdist process (every test it still had was lost).
+_PYTEST_CODE = (f"{os.sep}_pytest{os.sep}", f"{os.sep}pluggy{os.sep}", f"{os.sep}xdist{os.sep}",
+                f"{os.sep}pytest_subtests{os.sep}")
+
+
+def _in_pytests_own_code(frame: Any) -> bool:
+    """Whether ``frame`` runs on behalf of pytest (reporting, a hook), below the test function's frame. False
+    when the test function's frame is not found: then the alarm raises as it always did (never a test left
+    running past its cap)."""
+    seen = False
+    while frame is not None:
+        if frame.f_code is _test_code:
+            return seen
+        seen = seen or any(part in frame.f_code.co_filename for part in _PYTEST_CODE)
+        frame = frame.f_back
+    return False
+
+
 def _over_the_cap(signum: int, frame: Any) -> None:
-    if _armed and (frame is None or frame.f_code is not pytest_runtest_call.__code__):
+    if _armed and (frame is None or frame.f_code is not pytest_runtest_call.__code__) \
+            and not _in_pytests_own_code(frame):  # then the next alarm, a second later, lands elsewhere
         raise OverTheCap("over the cap each test of this run gets (tests/support/celery_fixtures.py)")
 
 
@@ -284,9 +318,11 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
     Not pytest-timeout: its one interruption is caught by a ``subtests`` block, and the test goes on to its
     next block, which waits its own 60 s (six of Celery's tests took two minutes each so).
     """
-    global _armed
+    global _armed, _test_code
     if signal.getsignal(signal.SIGALRM) is not _over_the_cap:
         signal.signal(signal.SIGALRM, _over_the_cap)
+    function = getattr(item, "function", None)
+    _test_code = getattr(function, "__code__", None)
     _armed = True
     signal.setitimer(signal.ITIMER_REAL, cap_of(item), 1.0)
     try:

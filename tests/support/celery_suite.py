@@ -50,6 +50,8 @@ MODULES = {
     "celery.result": "djwork",
     "celery.states": "djwork.results.states",
     "celery.utils.log": "djwork.jobs.task_log",
+    # Celery's trace log formats (LOG_RECEIVED, LOG_SUCCESS, ...), which its tests compare records with.
+    "celery.app.trace": "djwork.worker.trace_log",
 }
 
 # The conftest of the generated package: every fixture and helper Celery's own conftest gave.
@@ -72,6 +74,32 @@ class _MissingType(type):
 
     def __call__(cls, *args, **kwargs):
         raise NotImplementedError(f"{cls.__name__}: {cls.reason}")
+
+
+class _Swapped:
+    """``import celery``: attribute paths (``celery.app.trace``, ``celery.exceptions``) resolved by the swap."""
+
+    def __init__(self, path):
+        self._path = path
+
+    def __getattr__(self, name):
+        import importlib
+        path = f"{self._path}.{name}"
+        if path in _MODULES:
+            return importlib.import_module(_MODULES[path])
+        if any(mapped.startswith(path + ".") for mapped in _MODULES):
+            return _Swapped(path)
+        try:
+            return getattr(importlib.import_module(_module_for(self._path)), name)
+        except AttributeError:
+            return importlib.import_module(_module_for(path))  # a submodule not imported yet
+
+
+def _module_for(path):
+    if path in _MODULES:
+        return _MODULES[path]
+    head, _, rest = path.partition(".")
+    return f"djwork.{rest}" if head == "celery" and rest else path
 
 
 def _missing(namespace, names, error):
@@ -107,7 +135,11 @@ def swapped_imports(statement: ast.Import | ast.ImportFrom) -> list[str]:
         lines = []
         for alias in statement.names:
             target = module_for(alias.name)
-            if target != alias.name:
+            if alias.name == "celery" and not alias.asname:
+                # ``celery.app.trace.LOG_SUCCESS`` must reach the module MODULES maps it to, which an alias of
+                # djwork alone can't: djwork has no ``app`` package.
+                lines.append("celery = _Swapped('celery')")
+            elif target != alias.name:
                 lines.append(f"import {target} as {alias.asname or alias.name}")
             else:
                 lines.append(f"import {alias.name}" + (f" as {alias.asname}" if alias.asname else ""))
@@ -151,7 +183,7 @@ def swap(source: str, *, guard_everything: bool) -> str:
             body.append(guarded(swap_nested(code), bound_names(statement)))
         else:
             body.append(swap_nested(code))
-    return "\n".join([*head, PRELUDE, *body]) + "\n"
+    return "\n".join([*head, PRELUDE, f"_MODULES = {MODULES!r}", *body]) + "\n"
 
 
 @dataclass(frozen=True)

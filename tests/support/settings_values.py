@@ -114,6 +114,7 @@ BAD_VALUES: list[tuple[str, Any, str]] = [
     ("STRICT_ARGS", "yes", "djwork.E017"),
     ("STRICT_ARGS", 1, "djwork.E017"),
     ("LOG_JOBS", None, "djwork.E017"),
+    ("CELERY_TRACE_LOG", "on", "djwork.E017"),
     ("POLL_INTERVAL_AVERAGE", 0, "djwork.E018"),
     ("POLL_INTERVAL_AVERAGE", -1.0, "djwork.E018"),
     ("POLL_INTERVAL_AVERAGE", "5", "djwork.E018"),
