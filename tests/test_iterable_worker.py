@@ -163,8 +163,14 @@ def test_a_soft_time_limit_sends_the_iteration_back_to_its_queue(raw_redis, coun
     assert _marks(raw_redis, run) == dict.fromkeys(range(40), 1)  # item 7, cut short, was done once after
     assert raw_redis.lrange(jobs.events(run), 0, -1) == [b"start", b"stop:7", b"resume:6", b"complete:40"]
     assert raw_redis.zcard(keys.RETRY) == 0  # not a failure: no retry spent
-    wait_until(lambda: [entry.status for entry in history_runs(raw_redis) if entry.jid == jid] == [
-        "rescheduled", "ok"], T, "two segments in the history")
+    def statuses() -> list[str]:
+        return [entry.status for entry in history_runs(raw_redis) if entry.jid == jid]
+
+    try:
+        wait_until(lambda: statuses() == ["rescheduled", "ok"], T, "two segments in the history")
+    except AssertionError as timed_out:
+        # Once, on a run beside two CPU burners, they never read so: what the history held is what tells why.
+        raise AssertionError(f"{timed_out}: this job's runs in the history: {statuses()}") from None
 
 
 def _interrupt_at_gate(raw_redis, worker, run: str, gate: int) -> None:
