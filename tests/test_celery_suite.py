@@ -17,18 +17,28 @@ ARTIFACT = celery_suite.ROOT / "test-artifacts" / "celery-suite.txt"
 RUN_TIMEOUT = 900  # seconds: the inner run's own tests are capped (tests/support/celery_fixtures.py)
 
 
-@pytest.mark.timeout(RUN_TIMEOUT + 60)
+# A second run only when the first was cut short by a crashed inner process (a report entry outside Celery's
+# test modules, such as pytest's INTERNALERROR): that is the harness failing, not a test's outcome, and the
+# tests it left unrun were never judged. A test that fails is never run again.
+@pytest.mark.timeout(2 * RUN_TIMEOUT + 60)
 def test_celery_integration_suite_fails_only_what_the_list_names(tmp_path):
     tree = celery_suite.prepare()
     expected = celery_suite.read_expected()
-    report = tmp_path / "celery-suite.xml"
-    finished = celery_suite.run(tree, report, RUN_TIMEOUT)
-    assert report.exists(), f"the inner run wrote no report:\n{finished.stdout[-3000:]}\n{finished.stderr[-3000:]}"
-    verdict = celery_suite.judge(celery_suite.outcomes(report), expected)
-    print(verdict.describe())
+    for attempt in (1, 2):
+        report = tmp_path / f"celery-suite-{attempt}.xml"
+        finished = celery_suite.run(tree, report, RUN_TIMEOUT)
+        assert report.exists(), (f"the inner run wrote no report:\n{finished.stdout[-3000:]}\n"
+                                 f"{finished.stderr[-3000:]}")
+        verdict = celery_suite.judge(celery_suite.outcomes(report), expected)
+        print(f"run {attempt}: {verdict.describe()}")
+        crashed = [nodeid for nodeid in verdict.failed_unlisted if not nodeid.startswith("test_")]
+        if not crashed:
+            break
+        print(f"run {attempt} was cut short by a crashed inner process:\n"
+              f"{celery_suite.failure_texts(report, crashed, limit=1500)}")
     # The counts, kept after every run (pytest shows a passing test's output only with -rP): docs/celery.md quotes them.
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
-    ARTIFACT.write_text(verdict.describe() + "\n", encoding="utf-8")
+    ARTIFACT.write_text(f"{verdict.describe()}\n(run {attempt})\n", encoding="utf-8")
     assert verdict.ok, (f"{verdict.describe()}\n\nwhat the report says of the failures outside the list:\n"
                         f"{celery_suite.failure_texts(report, verdict.failed_unlisted)}\n\n"
                         f"inner run's summary:\n{finished.stdout[-6000:]}")
