@@ -92,6 +92,9 @@ def cluster(redis, fleet):
 
     # Busy: three held jobs fill the worker; what comes after them waits in its queue.
     held = [ref.jid for ref in jobs.hold.delay_many([(f"h{n}", HOLD_SECONDS) for n in range(3)])]
+    # Each event its own wait: the three jobs started (the threads were free), then a beat that shows them (an
+    # idle run once gave the two one shared 10 s).
+    wait_until(lambda: all(redis.hget(jobs.STARTS, f"h{n}") for n in range(3)), 30, "the three held jobs to start")
     wait_until(lambda: redis.hget(identity, "busy") == b"3" and redis.hlen(f"{identity}:workers") == 3, 10,
                "three busy threads in the heartbeat")
     waiting = [jobs.record.delay("w-plain").jid, jobs.record.delay("w-kwargs", flag=True, n=[1, 2]).jid,
