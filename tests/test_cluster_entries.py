@@ -39,13 +39,19 @@ def test_a_retry_entry_retried_now_is_queued_once_and_leaves_retry(on_cluster):
     assert conn.llen(keys.queue("q2")) == 1
 
 
-def test_a_scheduled_unique_job_killed_goes_to_dead_and_gives_its_lock_up(on_cluster):
-    conn = on_cluster.cluster_client()
-    ref = cluster_jobs.record.set(unique_for=600, queue="q3").apply_async(("k",), countdown=3600)
+def _scheduled_unique(conn, queue: str, arg: str):
+    """A unique job scheduled an hour out, its schedule entry and its lock (held by it)."""
+    ref = cluster_jobs.record.set(unique_for=600, queue=queue).apply_async((arg,), countdown=3600)
     scheduled = api.ScheduledSet()
     entry = _entry(scheduled, ref.id)
     lock = unique.lock_of(entry.job.item)
     assert conn.get(lock).decode() == ref.id
+    return ref, scheduled, entry, lock
+
+
+def test_a_scheduled_unique_job_killed_goes_to_dead_and_gives_its_lock_up(on_cluster):
+    conn = on_cluster.cluster_client()
+    ref, scheduled, entry, lock = _scheduled_unique(conn, "q3", "k")
     scheduled.kill(entry)
     assert conn.zcard(keys.SCHEDULE) == 0
     assert api.DeadSet().find_job(ref.id) is not None
@@ -58,11 +64,7 @@ def test_a_scheduled_unique_job_killed_goes_to_dead_and_gives_its_lock_up(on_clu
 
 def test_a_scheduled_unique_job_deleted_gives_its_lock_up(on_cluster):
     conn = on_cluster.cluster_client()
-    ref = cluster_jobs.record.set(unique_for=600, queue="q1").apply_async(("d",), countdown=3600)
-    scheduled = api.ScheduledSet()
-    entry = _entry(scheduled, ref.id)
-    lock = unique.lock_of(entry.job.item)
-    assert conn.get(lock).decode() == ref.id
+    _ref, scheduled, entry, lock = _scheduled_unique(conn, "q1", "d")
     scheduled.delete(entry)
     assert conn.zcard(keys.SCHEDULE) == 0 and conn.get(lock) is None
     with pytest.raises(api.StaleEntry):

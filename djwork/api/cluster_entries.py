@@ -106,8 +106,7 @@ class BurySteps:
         scripts.evaluate(conn, "file_entry", [keys.DEAD, keys.CLUSTER_DEAD_BYTES],
                          [stored, repr(now), *dead.dead_trim(None, now)])
         _remove(conn, self.source_key, self.kind, self.member)
-        if self.locks:
-            cluster_locks.release(conn, self.locks.split(job_locks.SEPARATOR), self.jid)
+        _release_locks(conn, self.locks, self.jid)
         return 1
 
 
@@ -127,6 +126,11 @@ class RemoveSteps:
     def evaluate(self, conn: Any) -> int:
         if not _remove(conn, self.key, self.kind, self.member):
             return 0
-        if self.locks:
-            cluster_locks.release(conn, self.locks.split(job_locks.SEPARATOR), self.jid)
+        _release_locks(conn, self.locks, self.jid)
         return 1
+
+
+def _release_locks(conn: Any, locks: str, jid: str) -> None:
+    """The job's locks (encoded, as its payload names them), one owner-checked call each: the last step."""
+    if locks:
+        cluster_locks.release(conn, locks.split(job_locks.SEPARATOR), jid)
