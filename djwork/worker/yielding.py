@@ -70,7 +70,10 @@ class RequestGate:
     @property
     def busy(self) -> bool:
         """A request in flight, or a connection waiting to be accepted (lock-free: read before every job)."""
-        return bool(self.in_flight) or self._connection_waiting()
+        # The listener first, then the count. The host counts a connection before it accepts it, so one
+        # gone from the listener is counted by then; read the other way round, an accept between the two
+        # reads showed neither, and a job started under a request (seen once in the suite).
+        return self._connection_waiting() or bool(self.in_flight)
 
     def request_started(self) -> None:
         with self._condition:
@@ -98,6 +101,8 @@ class RequestGate:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
+                # Here the count may be read first: while this lock is held the host cannot count (and so
+                # cannot accept) a connection, which stays on the listener for the second read.
                 if self.in_flight:
                     self._condition.wait(remaining)  # request_finished notifies
                 elif self._connection_waiting():
