@@ -171,9 +171,12 @@ class FaultProxy:
         """
         return self._arm("drop", command, skip, argument)
 
-    def stall_next(self, command: str | None = None, *, skip: int = 0) -> threading.Event:
-        """Arm a one-shot black hole: the command is forwarded, its reply (and all later ones) swallowed."""
-        return self._arm("stall", command, skip)
+    def stall_next(self, command: str | None = None, *, skip: int = 0,
+                   argument: str | None = None) -> threading.Event:
+        """Arm a one-shot black hole: the command is forwarded, its reply (and all later ones) swallowed.
+
+        ``argument`` as for ``drop_next``."""
+        return self._arm("stall", command, skip, argument)
 
     def count(self, command: str, argument: str | None = None) -> int:
         """How many ``command`` were sent; with ``argument``, only those whose first argument is that

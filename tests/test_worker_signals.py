@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import signal
 
+from djwork import api
 from tests import worker_jobs
+from tests.faultproxy import FaultProxy
 from tests.helpers_worker import counts, in_progress_items, send_remote_signal, wait_beats, wait_until
 
 DUMP = "WARNING djwork.worker MainThread djwork thread dump:"  # the log line, not the source line in a stack
@@ -151,3 +153,21 @@ def test_a_job_finishing_after_the_deadline_removes_its_pushed_back_copy(workers
     assert raw_redis.hget("t:starts", "late") == b"1"
     second.send(signal.SIGTERM)
     assert second.wait_exit(20) == 0
+
+
+def test_a_quiet_request_reads_requested_or_quiet_while_the_beat_that_took_it_waits_for_the_reply(
+        workers, raw_redis, redis_url):
+    with FaultProxy.in_front_of(redis_url) as proxy:
+        worker = workers.start("-c", "2", overrides={"REDIS_URL": proxy.url})
+        identity = worker.identity(raw_redis)
+        signals = f"{identity}-signals"
+        # The beat's pop runs on the server and its reply never comes back: the widest the window between
+        # taking a signal and acting on it can be.
+        stalled = proxy.stall_next("RPOP", argument=signals)
+        send_remote_signal(raw_redis, identity, "TSTP")
+        assert stalled.wait(20), "the beat to pop the signal"
+        wait_until(lambda: raw_redis.llen(signals) == 0, 10, "the signal out of its list")
+        (process,) = [each for each in api.ProcessSet().all() if each.identity == identity]
+        # Published before the pop: a reader sees the request or its effect, never a plain "running".
+        assert process.stopping or process.requested == "quiet"
+        worker.kill()

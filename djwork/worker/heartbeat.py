@@ -15,6 +15,9 @@ replay rules:
    in the reply, so never replayed — a replay would discard a TERM or TSTP
    the first attempt already took. It runs after the presence write, so a
    signal only leaves Redis once the write that reports us alive has landed.
+   A look at the list (LRANGE) comes first: a TSTP or TERM waiting there is
+   published as quiet=true before the pop takes it, so a reader always sees
+   the request or its effect.
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ from djwork.worker.metrics import ExecutionMetrics, queue_writes
 from djwork.worker.process import ProcessInfo, RunState, WorkState
 
 logger = logging.getLogger("djwork.worker")
+
+# The signals that end in quiet (TERM drains and stops): either makes the process say quiet=true.
+QUIETING = frozenset({"TSTP", "TERM"})
 
 SIGNALS_PER_BEAT = 10
 
@@ -100,12 +106,17 @@ class Heartbeat(PeriodicComponent):
         self.failing_since = None
         self.beats += 1
         self.last_beat_monotonic = time.monotonic()
+        # Quiet is published before the signal leaves the list, not after: the dashboard shows "quiet
+        # requested" while the signal waits and "quiet" once published, and a page read between a pop and
+        # a later publish showed neither ("running" just after a Quiet click, seen under load).
+        published = bool(QUIETING & set(self.pending_signals())) and self.publish_quiet()
         taken = self.drain_signals()
         for signal_name in taken:
             self.on_signal(signal_name)
         # Not run_state.quieted: a standalone process handles the signal on its main thread, a moment later;
-        # TSTP and TERM both end in quiet, so saying so now is already true.
-        if {"TSTP", "TERM"} & set(taken):
+        # TSTP and TERM both end in quiet, so saying so now is already true. Here for a signal that came
+        # between the look and the pop.
+        if QUIETING & set(taken) and not published:
             self.publish_quiet()
 
     def flush_stats(self) -> None:
@@ -181,7 +192,7 @@ class Heartbeat(PeriodicComponent):
         redis_layer.run(write, idempotent=True, purpose="heartbeat")
         self.rtt_us = int((time.perf_counter() - started) * 1_000_000)
 
-    def publish_quiet(self) -> None:
+    def publish_quiet(self) -> bool:
         """Say quiet=true now, not at the next beat: the dashboard shows "quiet requested" only while the
         signal waits in the list, so without this a Quiet click looked undone for a whole interval."""
         key = keys.process(self.identity)
@@ -194,6 +205,18 @@ class Heartbeat(PeriodicComponent):
             redis_layer.run(write, idempotent=True, purpose="heartbeat")
         except Exception as error:
             logger.warning("djwork: could not publish quiet=true early (the next beat will): %s", error)
+            return False
+        return True
+
+    def pending_signals(self) -> list[str]:
+        """The signals waiting in ``<identity>-signals``, left there (a read: safe to repeat)."""
+        try:
+            waiting = redis_layer.run(lambda conn: conn.lrange(keys.signals(self.identity), 0, -1),
+                                      idempotent=True, purpose="heartbeat")
+        except Exception as error:
+            logger.warning("djwork: could not read %s: %s", keys.signals(self.identity), error)
+            return []
+        return [value.decode() if isinstance(value, bytes) else value for value in waiting or []]
 
     def drain_signals(self) -> list[str]:
         try:
