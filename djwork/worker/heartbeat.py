@@ -1,6 +1,6 @@
 """Heartbeat: how a process shows itself to the cluster, exactly as a Sidekiq process does (docs/wire.md, Processes).
 
-Each beat is three separate round trips, because they have different
+Each beat is three separate writes (and a read), because they have different
 replay rules:
 
 1. the stat counters (INCRBY), with the execution metrics' counters when
