@@ -107,3 +107,34 @@ def five_a_second_job(key: str) -> None:
     for holding in current_holdings():
         redis_layer.run(lambda conn, at=holding.acquired_at: conn.rpush(ADMITTED, repr(at)))
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+# Batches (tests/test_cluster_batches.py): each callback run counted per batch and event, in run order too.
+BATCH_CALLBACKS = "c:batch-callbacks"  # HASH "<bid>:<event>" -> runs
+BATCH_EVENTS = "c:batch-events"  # LIST "<bid>:<event>", in the order the callbacks ran
+CHILDREN = "c:children"  # HASH key -> the bid of the child batch the job opened
+
+
+@djwork.job
+def on_batch_event(status: dict, **_callback_args: object) -> None:
+    name = f"{status['bid']}:{status['event']}"
+    redis_layer.run(lambda conn: conn.hincrby(BATCH_CALLBACKS, name, 1))
+    redis_layer.run(lambda conn: conn.rpush(BATCH_EVENTS, name))
+
+
+@djwork.job(retry=0)
+def dies(key: str) -> None:
+    """A batch member that dies at once (filed in `dead`): its batch counts a death."""
+    redis_layer.run(lambda conn: conn.hincrby(FAILURES, key, 1))
+    raise RuntimeError(f"batch member {key} always fails")
+
+
+@djwork.job
+def opens_child(key: str, members: int) -> None:
+    """A member of a batch that opens a child batch of ``members`` jobs: the parent waits for the child."""
+    child = djwork.Batch(description=f"child of {key}", on_success=on_batch_event, callback_queue="q2")
+    with child.jobs():
+        for index in range(members):
+            record.set(queue="q3").delay(f"{key}-child-{index}")
+    redis_layer.run(lambda conn: conn.hset(CHILDREN, key, child.bid))
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))

@@ -32,9 +32,12 @@ from djwork import redis as redis_layer
 from djwork.batches import collect
 from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
 from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
+from djwork.exceptions import ClusterUnsupported
 from djwork.payload import build, dumps
 from djwork.redis import keys, lanes
+from djwork.redis.cluster import is_cluster
 from djwork.results.record import PAYLOAD_FIELD
+from djwork.settings.conf import get_config
 
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
 SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}, "died": ""}
@@ -218,6 +221,11 @@ def push(entries: list[Any], root_id: str) -> list[collect.Collector]:
 def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable[[Any], None] | None = None) -> None:
     """Every plan's batch, then the first jobs, in one MULTI (pre-made batches exist before any job runs);
     ``also`` adds its own commands to that MULTI (a replacement's place in the batch it joins)."""
+    if is_cluster(get_config()):
+        # Its accounting reads other batches' keys (a chain's next step, a chord's died members) in one step,
+        # not split yet: refused before anything is written, never a CROSSSLOT (docs/cluster.md, Refused).
+        raise ClusterUnsupported("a canvas (chain, group, chord) is not supported on a Redis Cluster yet "
+                                 "(docs/cluster.md, Refused on a cluster); nothing was written")
     now = time.time()
     for plan in plans:
         if len(plan.jids) > MAX_KEPT_RESULTS:
