@@ -6,6 +6,7 @@ runs on (one server or a cluster): a test tells exactly-once from lost from dupl
 
 from __future__ import annotations
 
+import json
 import time
 
 import djwork
@@ -113,6 +114,7 @@ def five_a_second_job(key: str) -> None:
 BATCH_CALLBACKS = "c:batch-callbacks"  # HASH "<bid>:<event>" -> runs
 BATCH_EVENTS = "c:batch-events"  # LIST "<bid>:<event>", in the order the callbacks ran
 CHILDREN = "c:children"  # HASH key -> the bid of the child batch the job opened
+BATCH_STATUSES = "c:batch-statuses"  # HASH "<bid>:<event>" -> the status the callback was given (JSON)
 
 
 @djwork.job
@@ -120,6 +122,7 @@ def on_batch_event(status: dict, **_callback_args: object) -> None:
     name = f"{status['bid']}:{status['event']}"
     redis_layer.run(lambda conn: conn.hincrby(BATCH_CALLBACKS, name, 1))
     redis_layer.run(lambda conn: conn.rpush(BATCH_EVENTS, name))
+    redis_layer.run(lambda conn: conn.hset(BATCH_STATUSES, name, json.dumps(status)))
 
 
 @djwork.job(retry=0)

@@ -145,3 +145,17 @@ def test_a_nested_batch_s_parent_runs_its_callback_after_the_child_s(on_cluster,
     assert conn.llen(cluster_jobs.BATCH_EVENTS) == 2
     assert _pending_fields(conn, parent.bid) == [] and _pending_fields(conn, child) == []
     assert "CROSSSLOT" not in worker.log()
+
+
+def test_kept_results_ride_on_the_acks_and_reach_the_success_callback_in_order(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    batch = djwork.Batch(description="sums", on_success=cluster_jobs.on_batch_event, callback_queue="q0",
+                         keep_results=True)
+    with batch.jobs():
+        for index in range(12):
+            cluster_jobs.add.set(queue=QUEUES[index % len(QUEUES)]).delay(index, 100)
+    workers.start("-c", "4", *QUEUE_ARGS, redis_url=on_cluster.url())
+    wait_until(lambda: _callbacks(conn, batch.bid) == {"success": 1}, 60, "the success callback")
+    status = json.loads(conn.hget(cluster_jobs.BATCH_STATUSES, f"{batch.bid}:success"))
+    assert status["results"] == [index + 100 for index in range(12)]
+    assert conn.llen(key_layout.CLUSTER.batch(batch.bid).order) == 12  # the order list in the batch's slot

@@ -34,7 +34,7 @@ from djwork.redis import keys
 from djwork.redis.key_layout import CLUSTER_BATCH_SWEEP
 from djwork.worker.cluster.calls import evaluate_each
 
-logger = logging.getLogger("djwork.batches")
+logger = logging.getLogger("djwork.worker")  # a member's end is the worker's step (the API's kill aside)
 
 CALLBACK_FIELD = "pcb-"  # a fired callback not yet pushed (lua/batch_account.lua)
 TELL_FIELD = "tell-"  # a child's outcome not yet told to its parent
@@ -84,7 +84,10 @@ def check(conn: Any, bid: str) -> None:
 def settle(conn: Any, bid: str, pending: Sequence[Any], depth: int = 0) -> bool:
     """Steps 2 to 5 for ``pending`` (batch_account's reply); whether nothing is left pending."""
     fields = [(_text(pending[index]), _text(pending[index + 1])) for index in range(0, len(pending), 2)]
-    callbacks = [(name, value) for name, value in fields if name.startswith(CALLBACK_FIELD)]
+    # In the order they fired (the field's last part counts them): a hash's fields come in no order, and one
+    # server pushes complete before success before settled when one end fires them all.
+    callbacks = sorted(((name, value) for name, value in fields if name.startswith(CALLBACK_FIELD)),
+                       key=lambda field: int(field[0].rsplit("-", 1)[1]))
     tells = [(name, value) for name, value in fields if name.startswith(TELL_FIELD)]
     done = _push(conn, bid, callbacks)
     if done:
