@@ -159,3 +159,20 @@ def test_kept_results_ride_on_the_acks_and_reach_the_success_callback_in_order(o
     status = json.loads(conn.hget(cluster_jobs.BATCH_STATUSES, f"{batch.bid}:success"))
     assert status["results"] == [index + 100 for index in range(12)]
     assert conn.llen(key_layout.CLUSTER.batch(batch.bid).order) == 12  # the order list in the batch's slot
+
+
+def test_the_leader_s_tick_sweeps_a_callback_a_crash_left_pending(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    batch = djwork.Batch(description="swept by the leader", on_success=cluster_jobs.on_batch_event,
+                         callback_queue="q5")
+    with batch.jobs():
+        cluster_jobs.record.set(queue="q0").delay("only")
+    conn.delete(keys.queue("q0"))  # the member ran elsewhere; its end's first step is all that happened:
+    conn.zadd(key_layout.CLUSTER_BATCH_SWEEP, {batch.bid: 1.0})  # marked long ago
+    evaluate_each(conn, "batch_account", [((keys.batch(batch.bid),), ("end", batch.jids[0], "ok", "=", ""))])
+    assert _pending_fields(conn, batch.bid) == ["pcb-success-1"]
+    workers.start("-q", "q5", redis_url=on_cluster.url())  # no member's end will come: only the sweep pushes it
+    wait_until(lambda: _callbacks(conn, batch.bid) == {"success": 1}, 60, "the swept callback to run")
+    wait_until(lambda: conn.zcard(key_layout.CLUSTER_BATCH_SWEEP) == 0, 30, "the mark forgotten")
+    assert _pending_fields(conn, batch.bid) == []
+    assert _callbacks(conn, batch.bid) == {"success": 1}
