@@ -40,6 +40,7 @@ CALLBACK_FIELD = "pcb-"  # a fired callback not yet pushed (lua/batch_account.lu
 TELL_FIELD = "tell-"  # a child's outcome not yet told to its parent
 SWEEP_AGE = 30.0  # seconds a mark waits before the sweep looks: the job end that made it finishes its steps first
 SWEEP_PAGE = 500  # marks a sweep reads per tick
+MARK_TTL = 31 * 86400  # seconds: a mark no member's end renewed for longer names expired keys (30 days' TTL)
 MAX_DEPTH = 64  # parents followed up from one end (nesting deeper than this is a cycle, not a design)
 
 End = tuple[str, str, str, str, str]  # (bid, member, outcome ok|retrying|died, who ended ('=': member), value)
@@ -64,7 +65,7 @@ def end_members(ends: Sequence[End]) -> None:
 def end_on(conn: Any, ends: Sequence[End], depth: int = 0) -> None:
     if not ends or depth > MAX_DEPTH:
         return
-    conn.zadd(CLUSTER_BATCH_SWEEP, dict.fromkeys((bid for bid, *_rest in ends), time.time()))
+    _mark(conn, {bid for bid, *_rest in ends})
     replies = evaluate_each(conn, "batch_account", [((keys.batch(bid),), ("end", member, outcome, by, value))
                                                     for bid, member, outcome, by, value in ends], raise_on_error=False)
     for (bid, member, _outcome, _by, _value), reply in zip(ends, replies, strict=True):
@@ -77,8 +78,17 @@ def end_on(conn: Any, ends: Sequence[End], depth: int = 0) -> None:
 
 def check(conn: Any, bid: str) -> None:
     """A batch's events decided now (a batch just made with no member), and what they fired carried out."""
-    conn.zadd(CLUSTER_BATCH_SWEEP, {bid: time.time()})
+    _mark(conn, {bid})
     settle(conn, bid, evaluate_each(conn, "batch_account", [((keys.batch(bid),), ("check",))])[0])
+
+
+def _mark(conn: Any, bids: set[str]) -> None:
+    """Step 0, one round trip in the mark's slot: a batch left with no leader for a month is forgotten."""
+    now = time.time()
+    pipe = conn.pipeline(transaction=False)
+    pipe.zadd(CLUSTER_BATCH_SWEEP, dict.fromkeys(bids, now))
+    pipe.zremrangebyscore(CLUSTER_BATCH_SWEEP, "-inf", now - MARK_TTL)
+    pipe.execute()
 
 
 def settle(conn: Any, bid: str, pending: Sequence[Any], depth: int = 0) -> bool:
