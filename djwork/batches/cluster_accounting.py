@@ -62,18 +62,22 @@ def end_members(ends: Sequence[End]) -> None:
         redis_layer.run(lambda conn: end_on(conn, ends), idempotent=True)
 
 
-def end_on(conn: Any, ends: Sequence[End], depth: int = 0) -> None:
+def end_on(conn: Any, ends: Sequence[End], depth: int = 0) -> bool:
+    """Steps 0 to 5 for ``ends``; whether every batch counted its end and nothing was left pending."""
     if not ends or depth > MAX_DEPTH:
-        return
+        return not ends
     _mark(conn, {bid for bid, *_rest in ends})
     replies = evaluate_each(conn, "batch_account", [((keys.batch(bid),), ("end", member, outcome, by, value))
                                                     for bid, member, outcome, by, value in ends], raise_on_error=False)
+    whole = True
     for (bid, member, _outcome, _by, _value), reply in zip(ends, replies, strict=True):
         if isinstance(reply, Exception):
             # Not counted: a batch whose keys are broken must not fail the steps of the jobs beside it.
             logger.warning("djwork: batch b-%s not told of %s: %s", bid, member, reply)
+            whole = False
             continue
-        settle(conn, bid, reply, depth)
+        whole = settle(conn, bid, reply, depth) and whole
+    return whole
 
 
 def check(conn: Any, bid: str) -> None:
@@ -99,7 +103,7 @@ def settle(conn: Any, bid: str, pending: Sequence[Any], depth: int = 0) -> bool:
     callbacks = sorted(((name, value) for name, value in fields if name.startswith(CALLBACK_FIELD)),
                        key=lambda field: int(field[0].rsplit("-", 1)[1]))
     tells = [(name, value) for name, value in fields if name.startswith(TELL_FIELD)]
-    done = _push(conn, bid, callbacks)
+    done = _push(conn, bid, callbacks)  # every one: pushed, or refused by Redis and its error kept
     if done:
         evaluate_each(conn, "batch_clear", [((keys.batch(bid),), [part for field in done for part in field])])
     if tells:
@@ -107,9 +111,10 @@ def settle(conn: Any, bid: str, pending: Sequence[Any], depth: int = 0) -> bool:
         for name, value in tells:
             parent, _tab, kept = value.partition("\t")
             parents.append((parent, keys.batch(bid), name[len(TELL_FIELD):], "=", kept))
-        end_on(conn, parents, depth + 1)
+        if not end_on(conn, parents, depth + 1):
+            return False  # the tells stay: the next check or sweep tells the parent again (counted once)
         evaluate_each(conn, "batch_clear", [((keys.batch(bid),), [part for field in tells for part in field])])
-    return len(done) == len(callbacks)
+    return True
 
 
 def _push(conn: Any, bid: str, callbacks: list[tuple[str, str]]) -> list[tuple[str, str]]:
