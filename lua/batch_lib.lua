@@ -61,7 +61,8 @@ end
 
 -- canvas: an errback's first argument (shape `died`: Celery passes the failed task's id): a member of
 -- the batch's died set, followed down into a dead child batch's own until it is a job's jid.
-local function canvas_died_jid(bid)
+-- A variable, as batch_deliver: a cluster's step can't follow a child into its slot (lua/batch_account.lua).
+local canvas_died_jid = function(bid)
   local member = redis.call('SRANDMEMBER', keys.batch_died(bid))
   for _ = 1, 64 do
     local child = member and batch_bid(member)

@@ -1,4 +1,4 @@
--- batch_unmark: the leader's sweep forgets batches with nothing pending (djwork/batches/cluster_steps.py), each
+-- batch_unmark: the leader's sweep forgets batches with nothing pending (djwork/batches/cluster_accounting.py), each
 -- only while its mark holds the score the sweep read: a job end that marked it again since may have left a
 -- callback pending, and its mark must stay for the next sweep.
 -- KEYS[1] = djwork:batch-sweep ZSET. ARGV = bid, score, bid, score... Returns the number removed.

@@ -141,3 +141,18 @@ def opens_child(key: str, members: int) -> None:
             record.set(queue="q3").delay(f"{key}-child-{index}")
     redis_layer.run(lambda conn: conn.hset(CHILDREN, key, child.bid))
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job(ignore_result=False)
+def total(values: list) -> int:
+    """A chord's body (tests/test_cluster_canvas.py): the header's results, summed."""
+    return sum(values)
+
+
+FAILED_IDS = "c:failed-ids"  # LIST: the failed task ids an errback was called with
+
+
+@djwork.job
+def errback(failed_id: str) -> None:
+    """An old-style errback (tests/test_cluster_canvas.py): called with the id of the task that failed."""
+    redis_layer.run(lambda conn: conn.rpush(FAILED_IDS, failed_id))

@@ -54,11 +54,3 @@ def test_a_worker_storing_every_result_starts_on_a_cluster(on_cluster):
 def test_one_server_keeps_its_single_step_worker(redis):
     assert mode.mode_for(get_config()) is mode.SINGLE_SERVER
 
-
-def test_a_canvas_is_refused_before_anything_is_written(on_cluster):
-    # A canvas's accounting reads other batches' keys in one step, not split yet (docs/cluster.md, Refused).
-    with pytest.raises(djwork.ClusterUnsupported, match="a canvas"):
-        djwork.chain(cluster_jobs.record.si("first"), cluster_jobs.record.si("second")).apply_async()
-    with pytest.raises(djwork.ClusterUnsupported, match="a canvas"):
-        djwork.group(cluster_jobs.record.si("a"), cluster_jobs.record.si("b")).apply_async()
-    assert _nothing_written(on_cluster)

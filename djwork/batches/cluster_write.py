@@ -51,18 +51,25 @@ def write(conn: Any, bid: str, fields: dict[str, Any] | None, parent: str | None
         pipe.execute()
     if fields is not None:
         listed(conn)
+    push_collected(conn, [collector], chunk)
+    if fields is not None and count == 0:
+        cluster_accounting.check(conn, bid)
+
+
+def push_collected(conn: Any, collectors: list[Any], chunk: int) -> None:
+    """The collected jobs pushed, grouped by node (one round trip per node), ``SADD queues`` with them."""
     commands: list[tuple[Any, ...]] = []
-    for (queue, _lane), raws in collector.queued.items():  # no lane on a cluster: a priority is refused
-        for start in range(0, len(raws), chunk):
-            commands.append(("LPUSH", keys.queue(queue), *raws[start:start + chunk]))
-    if collector.scheduled:
-        commands.append(("ZADD", keys.SCHEDULE, *(part for score, raw in collector.scheduled
-                                                   for part in (repr(score), raw))))
-    if collector.queued:
-        commands.append(("SADD", keys.QUEUES, *dict.fromkeys(queue for queue, _lane in collector.queued)))
+    for collector in collectors:
+        for (queue, _lane), raws in collector.queued.items():  # no lane on a cluster: a priority is refused
+            for start in range(0, len(raws), chunk):
+                commands.append(("LPUSH", keys.queue(queue), *raws[start:start + chunk]))
+        if collector.scheduled:
+            commands.append(("ZADD", keys.SCHEDULE, *(part for score, raw in collector.scheduled
+                                                       for part in (repr(score), raw))))
+    queues = dict.fromkeys(queue for collector in collectors for queue, _lane in collector.queued)
+    if queues:
+        commands.append(("SADD", keys.QUEUES, *queues))
     if commands:
         for reply in redis_layer.exchange_on(conn, commands):
             if isinstance(reply, Exception):
                 raise reply
-    if fields is not None and count == 0:
-        cluster_accounting.check(conn, bid)
