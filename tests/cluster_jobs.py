@@ -156,3 +156,9 @@ FAILED_IDS = "c:failed-ids"  # LIST: the failed task ids an errback was called w
 def errback(failed_id: str) -> None:
     """An old-style errback (tests/test_cluster_canvas.py): called with the id of the task that failed."""
     redis_layer.run(lambda conn: conn.rpush(FAILED_IDS, failed_id))
+
+
+@djwork.job(bind=True, retry=0)
+def replaces(self) -> None:
+    """A step that replaces itself (tests/test_cluster_canvas.py): refused inside a canvas on a cluster."""
+    raise self.replace(add.s(1, 1))

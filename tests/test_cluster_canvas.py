@@ -6,6 +6,8 @@ counts it in its batch's slot and pushes what follows once (djwork/batches/clust
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import djwork
@@ -79,3 +81,13 @@ def test_a_group_of_chains_whose_step_dies_names_that_task_to_the_chord_s_errbac
     assert failed.encode() in conn.zrange(keys.DEAD, 0, -1)[0]
     assert ref.id  # the chord's body never ran: its header failed
     assert "CROSSSLOT" not in worker.log()
+
+
+def test_replace_inside_a_canvas_fails_its_job_with_cluster_unsupported_and_sends_nothing(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    djwork.chain(_spread(cluster_jobs.replaces.s(), 0), _spread(cluster_jobs.add.s(1), 1)).apply_async()
+    workers.start("-q", "q0", "-q", "q1", redis_url=on_cluster.url())
+    wait_until(lambda: conn.zcard(keys.DEAD) == 1, 60, "the replacing job in dead")
+    buried = json.loads(conn.zrange(keys.DEAD, 0, -1)[0])
+    assert buried["class"] == "tests.cluster_jobs.replaces" and buried["error_class"].endswith("ClusterUnsupported")
+    assert not conn.llen(keys.queue("q0")) and not conn.llen(keys.queue("q1"))  # no replacement, no next step
