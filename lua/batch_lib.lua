@@ -61,7 +61,8 @@ end
 
 -- canvas: an errback's first argument (shape `died`: Celery passes the failed task's id): a member of
 -- the batch's died set, followed down into a dead child batch's own until it is a job's jid.
-local function canvas_died_jid(bid)
+-- A variable, as batch_deliver: a cluster's step can't follow a child into its slot (lua/batch_account.lua).
+local canvas_died_jid = function(bid)
   local member = redis.call('SRANDMEMBER', keys.batch_died(bid))
   for _ = 1, 64 do
     local child = member and batch_bid(member)
@@ -95,6 +96,25 @@ local function batch_canvas_args(bid, spec, status)
   return '[' .. first .. ',' .. string.sub(rest, 2), queue, tonumber(delay)
 end
 
+-- Delivers one fired callback, `payload` (a job payload without its closing brace): onto its queue, or
+-- into `schedule` `delay` seconds after `now`. A variable, not a fixed function: a cluster's step
+-- (lua/batch_account.lua) replaces it, since the queue lies outside the batch's slot there.
+local batch_deliver = function(hash, event, queue, delay, payload, now)
+  local pushed
+  if delay and delay > 0 then
+    pushed = redis.pcall('ZADD', keys.SCHEDULE, string.format('%.6f', tonumber(now) + delay), payload .. '}')
+    if not (type(pushed) == 'table' and pushed['err']) then return end
+  else
+    pushed = redis.pcall('LPUSH', keys.queue(queue), payload .. ',"enqueued_at":' .. now .. '}')
+  end
+  if type(pushed) == 'table' and pushed['err'] then
+    -- Kept where the status shows it: the claim stands (a second push could run it twice).
+    redis.call('HSET', hash, event .. '_error', pushed['err'])
+    return
+  end
+  redis.pcall('SADD', keys.QUEUES, queue)
+end
+
 -- Pushes one callback: `head` (a job payload without its closing brace) closed with its args and times.
 -- `by`: the member whose end fired it ('' when unknown).
 local function batch_push(bid, event, head, spec, status, now, by)
@@ -114,19 +134,7 @@ local function batch_push(bid, event, head, spec, status, now, by)
     if by and by ~= '' and not batch_bid(by) then parent = by end
     payload = payload .. ',"parent_id":' .. cjson.encode(parent)
   end
-  local pushed
-  if delay and delay > 0 then
-    pushed = redis.pcall('ZADD', keys.SCHEDULE, string.format('%.6f', tonumber(now) + delay), payload .. '}')
-    if not (type(pushed) == 'table' and pushed['err']) then return end
-  else
-    pushed = redis.pcall('LPUSH', keys.queue(queue), payload .. ',"enqueued_at":' .. now .. '}')
-  end
-  if type(pushed) == 'table' and pushed['err'] then
-    -- Kept where the status shows it: the claim stands (a second push could run it twice).
-    redis.call('HSET', hash, event .. '_error', pushed['err'])
-    return
-  end
-  redis.pcall('SADD', keys.QUEUES, queue)
+  batch_deliver(hash, event, queue, delay, payload, now)
 end
 
 -- canvas: a step followed by a group (or a chord's header, a group of chains) starts several jobs at
@@ -182,6 +190,15 @@ end
 
 local batch_end  -- defined below: a child batch's state ends its membership in its parent
 
+-- A child batch's outcome told to its parent. A variable, as batch_deliver: a cluster's step records it
+-- instead, the parent being in another slot there (lua/batch_account.lua).
+local batch_tell_parent = function(bid, parent, outcome)
+  if outcome == 'ok' then canvas_keep_value(bid, parent) end
+  -- The child is the member `b-<bid>` of its parent's sets: membership again, so telling the
+  -- parent twice (every check of a settled child does) counts once.
+  batch_end(parent, keys.batch(bid), outcome)
+end
+
 -- `failing` may be passed when the caller knows it (the ack's path: one SCARD fewer per job); `by` is the
 -- member whose end is being counted, when there is one (batch_push).
 local function batch_check(bid, failing, by)
@@ -206,12 +223,7 @@ local function batch_check(bid, failing, by)
   end
   if outcome then
     local parent = redis.call('HGET', keys.batch(bid), 'parent')
-    if parent then
-      if outcome == 'ok' then canvas_keep_value(bid, parent) end
-      -- The child is the member `b-<bid>` of its parent's sets: membership again, so telling the
-      -- parent twice (every check of a settled child does) counts once.
-      batch_end(parent, keys.batch(bid), outcome)
-    end
+    if parent then batch_tell_parent(bid, parent, outcome) end
   end
 end
 
@@ -222,7 +234,7 @@ local function canvas_fail_parent(bid)
   local hash = keys.batch(bid)
   if redis.call('HEXISTS', hash, 'canvas') == 0 then return end
   local parent = redis.call('HGET', hash, 'parent')
-  if parent then batch_end(parent, hash, 'died') end
+  if parent then batch_tell_parent(bid, parent, 'died') end
 end
 
 -- outcome: 'ok' (succeeded, or dropped as expired), 'retrying' (failed, will run again), 'died'

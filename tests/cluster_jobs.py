@@ -6,6 +6,7 @@ runs on (one server or a cluster): a test tells exactly-once from lost from dupl
 
 from __future__ import annotations
 
+import json
 import time
 
 import djwork
@@ -107,3 +108,57 @@ def five_a_second_job(key: str) -> None:
     for holding in current_holdings():
         redis_layer.run(lambda conn, at=holding.acquired_at: conn.rpush(ADMITTED, repr(at)))
     redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+# Batches (tests/test_cluster_batches.py): each callback run counted per batch and event, in run order too.
+BATCH_CALLBACKS = "c:batch-callbacks"  # HASH "<bid>:<event>" -> runs
+BATCH_EVENTS = "c:batch-events"  # LIST "<bid>:<event>", in the order the callbacks ran
+CHILDREN = "c:children"  # HASH key -> the bid of the child batch the job opened
+BATCH_STATUSES = "c:batch-statuses"  # HASH "<bid>:<event>" -> the status the callback was given (JSON)
+
+
+@djwork.job
+def on_batch_event(status: dict, **_callback_args: object) -> None:
+    name = f"{status['bid']}:{status['event']}"
+    redis_layer.run(lambda conn: conn.hincrby(BATCH_CALLBACKS, name, 1))
+    redis_layer.run(lambda conn: conn.rpush(BATCH_EVENTS, name))
+    redis_layer.run(lambda conn: conn.hset(BATCH_STATUSES, name, json.dumps(status)))
+
+
+@djwork.job(retry=0)
+def dies(key: str) -> None:
+    """A batch member that dies at once (filed in `dead`): its batch counts a death."""
+    redis_layer.run(lambda conn: conn.hincrby(FAILURES, key, 1))
+    raise RuntimeError(f"batch member {key} always fails")
+
+
+@djwork.job
+def opens_child(key: str, members: int) -> None:
+    """A member of a batch that opens a child batch of ``members`` jobs: the parent waits for the child."""
+    child = djwork.Batch(description=f"child of {key}", on_success=on_batch_event, callback_queue="q2")
+    with child.jobs():
+        for index in range(members):
+            record.set(queue="q3").delay(f"{key}-child-{index}")
+    redis_layer.run(lambda conn: conn.hset(CHILDREN, key, child.bid))
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))
+
+
+@djwork.job(ignore_result=False)
+def total(values: list) -> int:
+    """A chord's body (tests/test_cluster_canvas.py): the header's results, summed."""
+    return sum(values)
+
+
+FAILED_IDS = "c:failed-ids"  # LIST: the failed task ids an errback was called with
+
+
+@djwork.job
+def errback(failed_id: str) -> None:
+    """An old-style errback (tests/test_cluster_canvas.py): called with the id of the task that failed."""
+    redis_layer.run(lambda conn: conn.rpush(FAILED_IDS, failed_id))
+
+
+@djwork.job(bind=True, retry=0)
+def replaces(self) -> None:
+    """A step that replaces itself (tests/test_cluster_canvas.py): refused inside a canvas on a cluster."""
+    raise self.replace(add.s(1, 1))

@@ -10,6 +10,7 @@ from django.conf import settings
 from django.test import override_settings
 
 import djwork
+from djwork.redis import key_layout, keys
 from djwork.settings.conf import get_config
 from djwork.worker import mode
 from tests import cluster_jobs
@@ -26,11 +27,15 @@ def test_a_push_with_a_priority_is_refused_before_anything_is_written(on_cluster
     assert _nothing_written(on_cluster)
 
 
-def test_a_batch_is_refused_at_its_first_push(on_cluster):
+def test_a_batch_is_accepted_its_keys_in_its_slot_and_its_job_queued(on_cluster):
+    # Its steps are split on a cluster (tests/test_cluster_batches.py runs them): no longer refused.
     batch = djwork.Batch(description="on a cluster")
-    with pytest.raises(djwork.ClusterUnsupported, match="a batch"), batch.jobs():
+    with batch.jobs():
         cluster_jobs.record.delay("in a batch")
-    assert _nothing_written(on_cluster)
+    conn = on_cluster.cluster_client()
+    assert conn.llen(keys.queue("default")) == 1
+    assert conn.scard(key_layout.CLUSTER.batch(batch.bid).jids) == 1
+    assert conn.hget(keys.batch(batch.bid), "written") == b"1"
 
 
 def test_a_plain_push_and_one_storing_its_result_or_unique_or_limited_are_not_refused(on_cluster):
@@ -48,3 +53,4 @@ def test_a_worker_storing_every_result_starts_on_a_cluster(on_cluster):
 
 def test_one_server_keeps_its_single_step_worker(redis):
     assert mode.mode_for(get_config()) is mode.SINGLE_SERVER
+

@@ -16,6 +16,7 @@ from djwork.api.records import Page
 from djwork.batches.batch import LISTING_TTL
 from djwork.batches.status import BatchStatus, parse, read_status
 from djwork.redis import keys
+from djwork.redis.key_layout import layout_of
 
 FILTER_SCAN_LIMIT = 5_000  # entries a description or kind filter looks through, newest first
 KINDS = ("all", "batch", "canvas")  # every batch; those of ``djwork.Batch``; those a canvas made for itself
@@ -23,12 +24,14 @@ KINDS = ("all", "batch", "canvas")  # every batch; those of ``djwork.Batch``; th
 
 def _statuses(conn: Any, bids: list[str]) -> list[BatchStatus | None]:
     pipe = conn.pipeline(transaction=False)
+    layout = layout_of(conn)  # a cluster's companions carry the batch's hash tag
     for bid in bids:
-        pipe.hgetall(keys.batch(bid))
-        pipe.scard(keys.batch_jids(bid))
-        pipe.scard(keys.batch_failed(bid))
-        pipe.scard(keys.batch_died(bid))
-        pipe.ttl(keys.batch(bid))
+        named = layout.batch(bid)
+        pipe.hgetall(named.hash)
+        pipe.scard(named.jids)
+        pipe.scard(named.failed)
+        pipe.scard(named.died)
+        pipe.ttl(named.hash)
     replies = pipe.execute()
     found: list[BatchStatus | None] = []
     for index, bid in enumerate(bids):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from djwork import dead, job_locks
+from djwork.batches import cluster_accounting
 from djwork.payload import dumps
 from djwork.redis import keys, scripts
 from djwork.redis.key_layout import layout_of
@@ -84,7 +85,8 @@ class PromoteSteps:
 @dataclass(frozen=True)
 class BurySteps:
     """``move_entry.lua`` on a cluster: 1. filed in `dead`, trimmed (``lua/file_entry.lua``, `dead`'s slot);
-    2. the entry removed (its slot); 3. the job's locks, one owner-checked call each.
+    2. its batch told it died (djwork/batches/cluster_accounting.py); 3. the entry removed (its slot); 4. the
+    job's locks, one owner-checked call each.
 
     After 1 a crash leaves the job in `dead` and still in its set or list: killing it again files the same
     member (one entry) and removes it; a due `schedule`/`retry` entry may be promoted meanwhile and run
@@ -105,6 +107,9 @@ class BurySteps:
         stored = self.buried if isinstance(self.buried, (str, bytes)) else dumps(self.buried)
         scripts.evaluate(conn, "file_entry", [keys.DEAD, keys.CLUSTER_DEAD_BYTES],
                          [stored, repr(now), *dead.dead_trim(None, now)])
+        # Its batch told before the entry goes: a crash between leaves it where it may still run, and a success
+        # then counts over the death (membership).
+        cluster_accounting.end_on(conn, cluster_accounting.batch_ends(self.locks, self.jid, "died"))
         _remove(conn, self.source_key, self.kind, self.member)
         _release_locks(conn, self.locks, self.jid)
         return 1
@@ -112,9 +117,11 @@ class BurySteps:
 
 @dataclass(frozen=True)
 class RemoveSteps:
-    """``remove_entry.lua`` on a cluster: 1. the entry removed (its slot); 2. its locks, one call each.
+    """``remove_entry.lua`` on a cluster: 1. the entry removed (its slot); 2. its batch told it died; 3. its locks,
+    one call each.
 
-    A crash between leaves the locks held: they expire by their TTL. Returns 1, or 0 when it was gone.
+    A crash after 1 leaves its batch waiting for it (until the batch's keys expire) and its locks held (they
+    expire by their TTL). Returns 1, or 0 when it was gone.
     """
 
     key: str
@@ -126,6 +133,8 @@ class RemoveSteps:
     def evaluate(self, conn: Any) -> int:
         if not _remove(conn, self.key, self.kind, self.member):
             return 0
+        # Deleted, it will not run: its batch counts it dead. A crash before leaves the batch waiting for it.
+        cluster_accounting.end_on(conn, cluster_accounting.batch_ends(self.locks, self.jid, "died"))
         _release_locks(conn, self.locks, self.jid)
         return 1
 

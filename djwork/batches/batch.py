@@ -19,10 +19,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from djwork import redis as redis_layer
-from djwork.batches import collect, runtime
+from djwork.batches import cluster_write, collect, runtime
 from djwork.batches.status import BatchStatus, read_status
 from djwork.payload import build, check_json_native, dumps
 from djwork.redis import keys, lanes
+from djwork.redis.key_layout import layout_of
 
 PENDING_TTL = 30 * 24 * 3600  # a batch that never succeeds is forgotten 30 days after its last add
 LISTING_TTL = PENDING_TTL + 86400  # an entry of the `batches` listing older than this names expired keys
@@ -38,6 +39,13 @@ def list_batch(pipe: Any, bid: str, now: float) -> None:
     """
     pipe.zadd(keys.BATCHES, {bid: now})
     pipe.zremrangebyscore(keys.BATCHES, "-inf", now - LISTING_TTL)
+
+def _listed(conn: Any, bid: str, now: float) -> None:
+    """The listing written alone (a cluster's write: ``batches`` is a slot of its own)."""
+    pipe = conn.pipeline(transaction=False)
+    list_batch(pipe, bid, now)
+    pipe.execute()
+
 
 class BatchError(RuntimeError):
     """A batch can't be written or added to (gone, invalid, or a bad callback)."""
@@ -133,8 +141,12 @@ class Batch:
                 pipe.execute_command("EVAL", scripts.source("batch_check"), 1, head)
             return pipe.execute()
 
+        def write_in_steps(conn: Any) -> None:
+            cluster_write.write(conn, self.bid, self._fields(now) if first else None, parent, collector,
+                                self.keep_results, PENDING_TTL, CHUNK, lambda conn: _listed(conn, self.bid, now))
+
         # Not replayed after a send (a second MULTI would push every job twice); a failed dial is.
-        redis_layer.run(write)
+        redis_layer.run(lambda conn: (write_in_steps if layout_of(conn).cluster else write)(conn))
         self._new = False
         self.jids.extend(collector.jids)
 

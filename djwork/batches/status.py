@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from djwork import redis as redis_layer
-from djwork.redis import keys
+from djwork.redis.key_layout import layout_of
 
 EVENTS = ("complete", "success", "death", "settled")
 
@@ -140,12 +140,13 @@ def read_status(bid: str, *, jids_up_to: int = 0, conn: Any = None) -> BatchStat
     """The batch ``bid`` now, or None when its keys are gone (on ``conn``, else on the default pool)."""
     if conn is None:
         return redis_layer.run(lambda conn: read_status(bid, jids_up_to=jids_up_to, conn=conn), idempotent=True)
+    named = layout_of(conn).batch(bid)  # a cluster's companions carry the batch's hash tag
     pipe = conn.pipeline(transaction=False)
-    pipe.hgetall(keys.batch(bid))
-    pipe.scard(keys.batch_jids(bid))
-    pipe.scard(keys.batch_failed(bid))
-    pipe.scard(keys.batch_died(bid))
-    pipe.ttl(keys.batch(bid))
+    pipe.hgetall(named.hash)
+    pipe.scard(named.jids)
+    pipe.scard(named.failed)
+    pipe.scard(named.died)
+    pipe.ttl(named.hash)
     fields, pending, failures, dead, ttl = pipe.execute()
     if not fields:
         return None
@@ -153,7 +154,7 @@ def read_status(bid: str, *, jids_up_to: int = 0, conn: Any = None) -> BatchStat
     if jids_up_to > 0:
         sizes = (pending, failures, dead)
         pipe = conn.pipeline(transaction=False)
-        for key in (keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid)):
+        for key in (named.jids, named.failed, named.died):
             pipe.srandmember(key, jids_up_to)
         for index, (got, size) in enumerate(zip(pipe.execute(), sizes, strict=True)):
             if size <= jids_up_to:

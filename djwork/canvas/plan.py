@@ -31,10 +31,14 @@ from typing import Any
 from djwork import redis as redis_layer
 from djwork.batches import collect
 from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
+from djwork.canvas import cluster_plan
 from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
+from djwork.exceptions import ClusterUnsupported
 from djwork.payload import build, dumps
 from djwork.redis import keys, lanes
+from djwork.redis.cluster import is_cluster
 from djwork.results.record import PAYLOAD_FIELD
+from djwork.settings.conf import get_config
 
 # The first argument Lua puts before a callback's own (lua/batch_lib.lua, batch_canvas_args).
 SHAPE_PLACEHOLDER = {"one": None, "all": [], "status": {}, "died": ""}
@@ -218,11 +222,21 @@ def push(entries: list[Any], root_id: str) -> list[collect.Collector]:
 def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable[[Any], None] | None = None) -> None:
     """Every plan's batch, then the first jobs, in one MULTI (pre-made batches exist before any job runs);
     ``also`` adds its own commands to that MULTI (a replacement's place in the batch it joins)."""
+    cluster = is_cluster(get_config())
+    if cluster and also is not None:
+        # Joining a running canvas's batch writes that batch and the new plans together, not split yet:
+        # refused before anything is written, never a CROSSSLOT (docs/cluster.md, Refused on a cluster).
+        raise ClusterUnsupported("replacing a task or adding to a chord (self.replace, add_to_chord) is not "
+                                 "supported on a Redis Cluster yet (docs/cluster.md); nothing was written")
     now = time.time()
     for plan in plans:
         if len(plan.jids) > MAX_KEPT_RESULTS:
             raise CanvasError(f"a group or chord header keeps at most {MAX_KEPT_RESULTS} results")
     kids = {plan.bid: sum(1 for other in plans if other.parent == plan.bid) for plan in plans}
+    if cluster:
+        # Not replayed after a send, as below (djwork/canvas/cluster_plan.py: each plan in its slot, then the jobs).
+        redis_layer.run(lambda conn: cluster_plan.write(conn, plans, collectors, kids, now))
+        return
 
     def run(conn: Any) -> list[Any]:
         pipe = conn.pipeline(transaction=True)

@@ -17,6 +17,7 @@ from djwork import redis as redis_layer
 from djwork.batches.status import BatchStatus, read_status
 from djwork.canvas.signature import CanvasError, ChordError
 from djwork.redis import keys
+from djwork.redis.key_layout import layout_of
 from djwork.results import AsyncResult
 
 FIRST_WAIT = 0.02
@@ -38,14 +39,15 @@ def _claims(bids: list[str]) -> list[tuple[bool, bool, bool]]:
 def results_of(bid: str) -> list[Any]:
     """The batch's kept results, in the order its jobs were added (None for a result not kept)."""
     def read(conn: Any) -> list[Any]:
-        jids = conn.lrange(keys.batch_order(bid), 0, -1)
-        return conn.hmget(keys.batch_results(bid), jids) if jids else []
+        named = layout_of(conn).batch(bid)  # a cluster's companions carry the batch's hash tag
+        jids = conn.lrange(named.order, 0, -1)
+        return conn.hmget(named.results, jids) if jids else []
 
     return [orjson.loads(value) if value is not None else None for value in redis_layer.run(read, idempotent=True)]
 
 
 def _died(bid: str) -> list[str]:
-    found = redis_layer.run(lambda conn: conn.srandmember(keys.batch_died(bid), 10), idempotent=True)
+    found = redis_layer.run(lambda conn: conn.srandmember(layout_of(conn).batch(bid).died, 10), idempotent=True)
     return sorted(value.decode() if isinstance(value, bytes) else str(value) for value in found)
 
 
@@ -57,8 +59,9 @@ def pending_jobs(bid: str) -> list[str]:
     for _ in range(10_000):  # bounded: a loop of parents would not end otherwise
         if not todo:
             break
-        key = keys.batch_jids(todo.pop())
-        members = redis_layer.run(lambda conn, key=key: conn.smembers(key), idempotent=True)
+        bid_now = todo.pop()
+        members = redis_layer.run(lambda conn, bid_now=bid_now: conn.smembers(layout_of(conn).batch(bid_now).jids),
+                                  idempotent=True)
         for member in sorted(value.decode() if isinstance(value, bytes) else str(value) for value in members):
             if member.startswith("b-"):
                 todo.append(member[2:])
@@ -129,7 +132,8 @@ class GroupRef:
     @property
     def jids(self) -> list[str]:
         if self._jids is None:
-            order = redis_layer.run(lambda conn: conn.lrange(keys.batch_order(self.bid), 0, -1), idempotent=True)
+            order = redis_layer.run(lambda conn: conn.lrange(layout_of(conn).batch(self.bid).order, 0, -1),
+                                    idempotent=True)
             self._jids = [value.decode() if isinstance(value, bytes) else str(value) for value in order]
         return self._jids
 

@@ -32,10 +32,13 @@ from djwork.canvas import plan as plans
 from djwork.canvas.nest import Compiler, steps_of
 from djwork.canvas.shapes import as_node, chain
 from djwork.canvas.signature import HAND_ON, CanvasError, Signature, is_task
+from djwork.exceptions import ClusterUnsupported
 from djwork.jobs import task_class
 from djwork.jobs.task_class import Replaced
 from djwork.redis import keys
+from djwork.redis.cluster import is_cluster
 from djwork.results.record import PAYLOAD_FIELD, wants_result
+from djwork.settings.conf import get_config
 
 
 def _batch_of(task: Any, what: str) -> tuple[str, str, dict[str, str]]:
@@ -125,7 +128,17 @@ def _replace_alone(request: Any, node: Any) -> None:
     plans.write(compiler.plans, plans.push(made[0].entries, compiler.root_id))
 
 
+def _refuse_on_cluster(what: str) -> None:
+    """Joining a running canvas's batch is one step with the new plans, not split for a Redis Cluster yet:
+    refused before anything is read or written (read by one server's names, the job's place would be missed
+    and the job taken as replaced with nothing sent)."""
+    if is_cluster(get_config()):
+        raise ClusterUnsupported(f"{what} inside a canvas or batch is not supported on a Redis Cluster yet "
+                                 "(docs/cluster.md, Refused on a cluster); nothing was written")
+
+
 def _replace_in_batch(task: Any, node: Any, bid: str) -> None:
+    _refuse_on_cluster("replace()")
     jid, bid, _ = _batch_of(task, "replace()")
     place = redis_layer.run(lambda conn: conn.lpos(keys.batch_order(bid), jid), idempotent=True)
     if place is None:
@@ -155,6 +168,7 @@ def add_to_chord(task: Any, sig: Any) -> Any:
 def add_members(bid: str, node: Any, root_id: str | None) -> list[str]:
     """``node`` appended to the group batch ``bid`` (a chord's header), in one MULTI with its first jobs: a task
     joins as itself, a group as its tasks (unrolled), another canvas as its batch. Returns the new slots."""
+    _refuse_on_cluster("add_to_chord()")
     compiler, into, entries = _compile(node, bid, root_id, wrap_task=False)
     slots = into.jids
     if not slots:

@@ -23,14 +23,22 @@ from djwork.canvas.refs import ChordRef
 from djwork.canvas.replace import add_members
 from djwork.canvas.shapes import chord
 from djwork.canvas.signature import APPLY
+from djwork.exceptions import ClusterUnsupported
 from djwork.payload import new_jid
 from djwork.redis import keys, scripts
+from djwork.redis.cluster import is_cluster
+from djwork.settings.conf import get_config
 
 HOLD_PREFIX = "hold-"  # a hold's member name: never a jid (jids are hex), never a child batch (b-<bid>)
 
 
 def apply_streamed(node: chord, options: dict[str, Any]) -> ChordRef:
     """Send the chord, consuming its generator header one member at a time; its ref once every member is sent."""
+    if is_cluster(get_config()):
+        # Each later member joins the header's batch with the new plans in one step, not split yet: refused
+        # before the generator is read or anything written (docs/cluster.md, Refused on a cluster).
+        raise ClusterUnsupported("a chord whose header is a generator is not supported on a Redis Cluster yet "
+                                 "(docs/cluster.md); nothing was written")
     members = iter(node["kwargs"]["header"])
     first = next(members, None)
     if first is None:  # an empty header: the body runs at once with [] (Celery's)

@@ -147,6 +147,14 @@ BOUNDS: tuple[KeyBound, ...] = (
     KeyBound("b-<bid>-died", JOB, ttl=_BATCH_TTL),
     KeyBound("b-<bid>-order", JOB, ttl=_BATCH_TTL),
     KeyBound("b-<bid>-results", JOB, ttl=_BATCH_TTL),
+    # A cluster's batch companions (docs/cluster.md, Batches): the same bounds as their single-server names.
+    KeyBound("{b-<bid>}-jids", JOB, ttl=_BATCH_TTL),
+    KeyBound("{b-<bid>}-failed", JOB, ttl=_BATCH_TTL),
+    KeyBound("{b-<bid>}-died", JOB, ttl=_BATCH_TTL),
+    KeyBound("{b-<bid>}-order", JOB, ttl=_BATCH_TTL),
+    KeyBound("{b-<bid>}-results", JOB, ttl=_BATCH_TTL),
+    KeyBound("djwork:batch-sweep", JOB, cap="a batch's entry leaves at the leader's sweep once nothing is pending; "
+             "entries older than 31 days dropped at each mark"),
     KeyBound("djwork:saved-group:<id>", JOB, ttl="RESULT_TTL (24 h) from the save"),
     # Rate limiters.
     KeyBound("djwork:limiters", LIMITER, cap="expired names swept at each acquisition"),

@@ -17,6 +17,44 @@ from djwork.redis import keys
 # dead's slot, kept an hour. A cluster's key only, named here: djwork/redis/keys.py is at its size limit.
 CLUSTER_PILL_BURIALS = "djwork:pill-burials:{dead}"
 PILL_BURIALS_HORIZON = 3600  # seconds: far longer than two reapers of one pass are apart
+# ZSET bid -> epoch seconds: batches a cluster's job end may have left a fired callback pending in
+# (djwork/batches/cluster_accounting.py), marked before that step; the leader's sweep reads the marks. Its own slot.
+CLUSTER_BATCH_SWEEP = "djwork:batch-sweep"
+
+
+# A batch's companions on a cluster: ``{b-<bid>}-jids`` and so on, tagged by the batch's hash ``b-<bid>`` (which
+# keeps Sidekiq's name), so its accounting reads and writes them in one slot. Generated into Lua too
+# (djwork/redis/lua_keys.py): lua/batch_account.lua puts them in place of one server's names.
+def cluster_batch_jids(bid: str) -> str:
+    return f"{{{keys.BATCH_PREFIX}{bid}}}-jids"
+
+
+def cluster_batch_failed(bid: str) -> str:
+    return f"{{{keys.BATCH_PREFIX}{bid}}}-failed"
+
+
+def cluster_batch_died(bid: str) -> str:
+    return f"{{{keys.BATCH_PREFIX}{bid}}}-died"
+
+
+def cluster_batch_order(bid: str) -> str:
+    return f"{{{keys.BATCH_PREFIX}{bid}}}-order"
+
+
+def cluster_batch_results(bid: str) -> str:
+    return f"{{{keys.BATCH_PREFIX}{bid}}}-results"
+
+
+@dataclass(frozen=True, slots=True)
+class BatchKeys:
+    """One batch's keys in a mode's names: its hash and its companion sets and lists."""
+
+    hash: str
+    jids: str
+    failed: str
+    died: str
+    order: str
+    results: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +139,13 @@ class Layout:
         """Where a clear sets ``key`` aside (djwork/api/clearing.py): ``djwork:clearing:<stamp>`` on one server;
         on a cluster ``djwork:clearing:{<key>}:<stamp>``, the key its own hash tag, so the rename is one slot."""
         return f"{keys.CLEARING_PREFIX}{{{key}}}:{stamp}" if self.cluster else f"{keys.CLEARING_PREFIX}{stamp}"
+
+    def batch(self, bid: str) -> BatchKeys:
+        if self.cluster:
+            return BatchKeys(keys.batch(bid), cluster_batch_jids(bid), cluster_batch_failed(bid),
+                             cluster_batch_died(bid), cluster_batch_order(bid), cluster_batch_results(bid))
+        return BatchKeys(keys.batch(bid), keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid),
+                         keys.batch_order(bid), keys.batch_results(bid))
 
     @property
     def dead_bytes(self) -> str:

@@ -16,7 +16,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterable
 
-from djwork.redis import keys
+from djwork.redis import key_layout, keys
 
 # One line a request: the names, separated by spaces, as djwork/redis/keys.py spells them.
 REQUEST = re.compile(r"^--@keys ([A-Za-z0-9_ ]+)$", re.MULTILINE)
@@ -66,12 +66,13 @@ def _literal(text: str) -> str:
 
 
 def _lua_value(name: str) -> str:
-    value = getattr(keys, name, None)
+    # A cluster's own key functions (its batch companions) are named in key_layout.py: keys.py is full.
+    value = getattr(keys, name, None) if hasattr(keys, name) else getattr(key_layout, name, None)
     if isinstance(value, str):
         return _literal(value)
     if isinstance(value, tuple) and all(isinstance(each, str) for each in value):
         return "{" + ", ".join(_literal(each) for each in value) + "}"
-    if inspect.isfunction(value) and value.__module__ == keys.__name__:
+    if inspect.isfunction(value) and value.__module__ in (keys.__name__, key_layout.__name__):
         parts = pieces(value)
         arguments = [f"a{part}" for part in parts if isinstance(part, int)]
         body = " .. ".join(f"a{part}" if isinstance(part, int) else _literal(part) for part in parts)

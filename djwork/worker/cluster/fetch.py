@@ -31,6 +31,7 @@ from redis.crc import key_slot
 from redis.exceptions import NoScriptError
 
 from djwork import redis as redis_layer
+from djwork.batches import cluster_accounting
 from djwork.payload import stored_payload
 from djwork.redis import key_layout, keys, scripts
 from djwork.redis.cluster_exchange import receive_by_node, send_by_node
@@ -84,6 +85,9 @@ class ClusterFetcher(Fetcher):
         # The acks' results are written before the round that LREMs their jobs: a crash between leaves a job
         # with its record and still in progress, to run again (never acked with no record).
         self.store_results(acks)
+        # Their batches told likewise before the LREMs: a crash between runs the job again, counted once.
+        cluster_accounting.end_members([end for ack in acks
+                                        for end in cluster_accounting.batch_ends(ack.locks, ack.jid, "ok")])
         isolated_allowed = self.isolation.reserve() if self.reliable and limit > 0 else 0
         acked: dict[int, list[Any]] = {}
         for ack in acks:
@@ -226,6 +230,8 @@ class ClusterFetcher(Fetcher):
     def settle_late(self, unit: UnitOfWork) -> str:
         """``Fetcher.settle_late`` without the locks in its step (they are in other slots), released after it."""
         held, unit.locks = unit.locks, ""
+        if unit.ack_jid:  # it succeeded: its batch told first, as an ack's is (counted once however often)
+            cluster_accounting.end_members(cluster_accounting.batch_ends(held, unit.ack_jid, "ok"))
         try:
             outcome = super().settle_late(unit)
         finally:

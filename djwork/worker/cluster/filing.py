@@ -12,8 +12,9 @@ A job that stores a result has it written first, in the record's slot
 (djwork/worker/cluster/results.py): a crash after it leaves the record written and the job still in
 progress, to run again and rewrite it. A filing that ends the job (dead, drop) releases its locks last,
 one owner-checked call per lock (djwork/worker/cluster/locks.py): a crash before leaves them to expire
-by their TTL; a retry keeps them, as on one server. A batch is refused on a cluster
-(djwork/client/cluster_refusals.py); a payload naming a batch anyway is filed without it. The revoked check
+by their TTL; a retry keeps them, as on one server. Its batch is told (retrying, or died for dead and a drop)
+after the filing and before the job leaves its list (djwork/batches/cluster_accounting.py): a crash between runs it
+again, and membership counts it once. The revoked check
 (djwork:revoked, another slot) is left out: a revoked job that fails is filed for its retry, and dropped
 when the retry is fetched (djwork/worker/cluster/revoked.py).
 """
@@ -25,6 +26,7 @@ import time
 from typing import Any
 
 from djwork import dead, job_locks
+from djwork.batches import cluster_accounting
 from djwork.payload import dumps
 from djwork.redis import keys, scripts
 from djwork.redis.key_layout import CLUSTER_PILL_BURIALS, PILL_BURIALS_HORIZON
@@ -38,7 +40,7 @@ class FilingSteps:
 
     def __init__(self, target_key: str | None, entry: list[Any], source_key: str, orphan_counts: str,
                  raw: Any, jid: str, from_in_progress: bool, result_spec: str = "", locks: str = "",
-                 burial: str = "") -> None:
+                 burial: str = "", batches: tuple[cluster_accounting.End, ...] = ()) -> None:
         self.target_key = target_key
         self.entry = entry
         self.source_key = source_key
@@ -49,6 +51,7 @@ class FilingSteps:
         self.result_spec = result_spec
         self.locks = locks  # encoded; released after the job left its list ('' for a retry, which keeps them)
         self.burial = burial  # a poison pill's burial name: filed in dead once by it (lua/file_once.lua)
+        self.batches = batches  # the job's batch ends, told between the filing and the drop
 
     def evaluate(self, conn: Any) -> int:
         if self.result_spec:
@@ -60,6 +63,8 @@ class FilingSteps:
             entry_keys = [self.target_key, keys.CLUSTER_DEAD_BYTES] if self.target_key == keys.DEAD else [
                 self.target_key]
             scripts.evaluate(conn, "file_entry", entry_keys, self.entry)
+        if self.batches:
+            cluster_accounting.end_on(conn, self.batches)
         if self.from_in_progress:
             scripts.evaluate(conn, "drop_copy", [self.source_key, self.orphan_counts], [self.raw, self.jid])
         elif self.jid:
@@ -79,6 +84,7 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
     against the list from dead's slot: the burial is named instead (the list and the copy on it), and filed
     in dead once by that name (lua/file_once.lua); each reaper still takes the copy off the list.
     """
+    batches = tuple(cluster_accounting.batch_ends(locks, jid, "retrying" if target == "retry" else "died"))
     if target == "retry":
         locks = ""  # a job waiting for its retry keeps its locks, as fail.lua decides on one server
     result_spec = result[1] if result[0] and jid else ""
@@ -86,14 +92,15 @@ def file_failure(source_key: str, raw: str | bytes, target: dead.FailureTarget, 
     queue = parsed[1] if parsed else keys.queue_name(source_key)
     if target == "drop":
         return FilingSteps(None, [], source_key, keys.cluster_orphan_counts(queue), raw, jid, from_in_progress,
-                           result_spec, locks)
+                           result_spec, locks, batches=batches)
     stored = payload if isinstance(payload, str) else dumps(payload)
     moment = time.time() if now is None else now
     trim = dead.dead_trim(config, moment) if target == "dead" else ["0", "0", "0"]
     target_key = keys.RETRY if target == "retry" else keys.DEAD
     burial = burial_name(source_key, raw) if only_if_listed and target == "dead" else ""
     return FilingSteps(target_key, [stored, repr(float(score)), *trim], source_key,
-                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress, result_spec, locks, burial)
+                       keys.cluster_orphan_counts(queue), raw, jid, from_in_progress, result_spec, locks, burial,
+                       batches)
 
 
 def burial_name(list_key: str, raw: str | bytes) -> str:

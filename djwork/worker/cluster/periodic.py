@@ -25,6 +25,7 @@ import time
 from typing import Any
 
 from djwork import redis as redis_layer
+from djwork.batches import cluster_accounting
 from djwork.periodic import claim as claims
 from djwork.periodic.entries import Entry
 from djwork.redis import keys
@@ -38,7 +39,16 @@ class ClusterPeriodicTicker(PeriodicTicker):
     def run_once(self) -> float:
         wake_in = super().run_once()
         self.push_pending()
+        self.sweep_batches()
         return wake_in
+
+    def sweep_batches(self) -> None:
+        """Callbacks a crash left pending in a batch (djwork/batches/cluster_accounting.py), pushed by the leader."""
+        try:
+            # Idempotent: each callback is pushed once by its name, each field cleared by its value.
+            redis_layer.run(cluster_accounting.sweep, idempotent=True)
+        except Exception as error:  # the next tick sweeps again; the periodic entries must not wait for it
+            logger.error("djwork: the batch sweep failed: %s", error)
 
     def _claim(self, calls: list[tuple[Entry, claims.ClaimCall]]) -> None:
         # The running lock (the call's last key) is the cluster's, in the state's slot: taken in the same step.

@@ -12,7 +12,8 @@ revoked set, the in-progress list, the record and the locks are in different slo
 A crash after 1 changes nothing: the job is still in progress, recovered and taken again, and dropped
 then. After 2 the job is gone; its record was written by the revoke itself (its last step), or is left
 as it was if that revoke did not finish; its locks expire by their TTL. Every step repeats harmlessly.
-A batch is refused on a cluster, so no batch is told.
+Its batch is told it died after 3, before 4 (djwork/batches/cluster_accounting.py): a crash before it leaves the
+batch waiting for a job that will not run, as a crash between a revoke's steps leaves its record unwritten.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 from djwork import job_locks
 from djwork import redis as redis_layer
+from djwork.batches import cluster_accounting
 from djwork.payload import PayloadError, loads
 from djwork.redis import keys
 from djwork.results import record as result_record
@@ -60,6 +62,9 @@ def _drop_on(conn: Any, drops: list[tuple[tuple[Any, str, str], dict[str, Any]]]
     evaluate_each(conn, "revoke_result", [
         ((keys.result(job["jid"]), keys.cluster_result_waiters(job["jid"])),
          (job["jid"], result_record.revoked_spec(f"job {job['jid']} was revoked", config))) for _taken, job in drops])
+    cluster_accounting.end_on(conn, [end for _taken, job in drops
+                                for end in cluster_accounting.batch_ends(job_locks.encode(job_locks.locks_of(job)),
+                                                                    job["jid"], "died")])
     for _taken, job in drops:
         cluster_locks.release(conn, job_locks.locks_of(job), job["jid"])
 

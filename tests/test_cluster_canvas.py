@@ -1,0 +1,93 @@
+"""Canvases on a real Redis Cluster (docs/cluster.md, Batches; canvas.md): chains, groups, chords, nested.
+
+Each plan's batch is written in its own slot, then the first jobs (djwork/canvas/cluster_plan.py); a step's end
+counts it in its batch's slot and pushes what follows once (djwork/batches/cluster_accounting.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import djwork
+from djwork.redis import keys
+from tests import cluster_jobs
+from tests.helpers_worker import wait_until
+
+QUEUE_ARGS = [argument for index in range(6) for argument in ("-q", f"q{index}")]
+
+
+def _spread(signature, index: int):
+    return signature.set(queue=f"q{index % 6}")
+
+
+def test_a_chain_a_group_and_a_chord_run_on_a_cluster(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    chain = djwork.chain(_spread(cluster_jobs.add.s(1, 2), 0), _spread(cluster_jobs.add.s(3), 1),
+                         _spread(cluster_jobs.add.s(4), 2)).apply_async()
+    group = djwork.group(_spread(cluster_jobs.add.s(index, 10), index) for index in range(6)).apply_async()
+    chord = djwork.chord([_spread(cluster_jobs.add.s(index, index), index) for index in range(5)],
+                         _spread(cluster_jobs.total.s(), 3)).apply_async()
+    worker = workers.start("-c", "4", *QUEUE_ARGS, redis_url=on_cluster.url())
+    assert chain.get(timeout=60) == 10
+    assert group.get(timeout=60) == [index + 10 for index in range(6)]
+    assert chord.get(timeout=60) == sum(index * 2 for index in range(5))
+    assert "CROSSSLOT" not in worker.log()
+    assert not any(conn.llen(keys.queue(f"q{index}")) for index in range(6))
+
+
+def test_a_group_of_chains_hands_each_chain_s_last_value_to_the_chord_body(on_cluster, workers):
+    chains = [djwork.chain(_spread(cluster_jobs.add.s(index, 1), index), _spread(cluster_jobs.add.s(100), index + 1))
+              for index in range(4)]
+    chord = djwork.chord(chains, _spread(cluster_jobs.total.s(), 5)).apply_async()
+    worker = workers.start("-c", "4", *QUEUE_ARGS, redis_url=on_cluster.url())
+    assert chord.get(timeout=60) == sum(index + 101 for index in range(4))
+    assert "CROSSSLOT" not in worker.log()
+
+
+def test_a_chord_fed_by_a_generator_is_refused_before_anything_is_written(on_cluster):
+    with pytest.raises(djwork.ClusterUnsupported, match="generator"):
+        djwork.chord((cluster_jobs.add.s(index, index) for index in range(3)), cluster_jobs.total.s()).apply_async()
+    assert all(on_cluster.client(port).dbsize() == 0 for port in on_cluster.primary_ports())
+
+
+def test_a_chord_whose_header_member_dies_calls_its_errback_once_with_that_task_s_id(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    doomed = _spread(cluster_jobs.refuse.s("no"), 1)
+    chord = djwork.chord([_spread(cluster_jobs.add.s(1, 1), 0), doomed, _spread(cluster_jobs.add.s(2, 2), 2)],
+                         _spread(cluster_jobs.total.s(), 3))
+    ref = chord.apply_async(link_error=_spread(cluster_jobs.errback.s(), 4))
+    worker = workers.start("-c", "3", *QUEUE_ARGS, redis_url=on_cluster.url())
+    wait_until(lambda: conn.llen(cluster_jobs.FAILED_IDS) == 1, 60, "the errback")
+    failed = conn.lindex(cluster_jobs.FAILED_IDS, 0).decode()
+    assert failed == ref.header.jids[1]
+    assert conn.zcard(keys.DEAD) == 1 and failed.encode() in conn.zrange(keys.DEAD, 0, -1)[0]
+    wait_until(lambda: not any(conn.llen(keys.queue(f"q{index}")) for index in range(6)), 30, "the queues drained")
+    assert conn.llen(cluster_jobs.FAILED_IDS) == 1  # once
+    assert "CROSSSLOT" not in worker.log()
+
+
+def test_a_group_of_chains_whose_step_dies_names_that_task_to_the_chord_s_errback(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    chains = [djwork.chain(_spread(cluster_jobs.add.s(1, 1), 0), _spread(cluster_jobs.add.s(1), 1)),
+              djwork.chain(_spread(cluster_jobs.add.s(2, 2), 2), _spread(cluster_jobs.refuse.si("no"), 3))]
+    ref = djwork.chord(chains, _spread(cluster_jobs.total.s(), 5)).apply_async(
+        link_error=_spread(cluster_jobs.errback.s(), 4))
+    worker = workers.start("-c", "3", *QUEUE_ARGS, redis_url=on_cluster.url())
+    wait_until(lambda: conn.llen(cluster_jobs.FAILED_IDS) == 1, 60, "the errback")
+    failed = conn.lindex(cluster_jobs.FAILED_IDS, 0).decode()
+    assert not failed.startswith("b-")  # the task inside the nested chain, followed across slots
+    assert failed.encode() in conn.zrange(keys.DEAD, 0, -1)[0]
+    assert ref.id  # the chord's body never ran: its header failed
+    assert "CROSSSLOT" not in worker.log()
+
+
+def test_replace_inside_a_canvas_fails_its_job_with_cluster_unsupported_and_sends_nothing(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    djwork.chain(_spread(cluster_jobs.replaces.s(), 0), _spread(cluster_jobs.add.s(1), 1)).apply_async()
+    workers.start("-q", "q0", "-q", "q1", redis_url=on_cluster.url())
+    wait_until(lambda: conn.zcard(keys.DEAD) == 1, 60, "the replacing job in dead")
+    buried = json.loads(conn.zrange(keys.DEAD, 0, -1)[0])
+    assert buried["class"] == "tests.cluster_jobs.replaces" and buried["error_class"].endswith("ClusterUnsupported")
+    assert not conn.llen(keys.queue("q0")) and not conn.llen(keys.queue("q1"))  # no replacement, no next step
