@@ -117,11 +117,13 @@ class BurySteps:
 
 @dataclass(frozen=True)
 class RemoveSteps:
-    """``remove_entry.lua`` on a cluster: 1. the entry removed (its slot); 2. its batch told it died; 3. its locks,
+    """``remove_entry.lua`` on a cluster: 1. its batch told it died; 2. the entry removed (its slot); 3. its locks,
     one call each.
 
-    A crash after 1 leaves its batch waiting for it (until the batch's keys expire) and its locks held (they
-    expire by their TTL). Returns 1, or 0 when it was gone.
+    The batch first, as a kill does: a crash after 1 leaves the entry where it may still run, and its success
+    then counts over the death (membership); removed first, a crash left its batch waiting for it until the
+    batch's keys expired. A crash after 2 leaves its locks held (they expire by their TTL). Returns 1, or 0 when
+    it was gone.
     """
 
     key: str
@@ -131,10 +133,11 @@ class RemoveSteps:
     locks: str = ""
 
     def evaluate(self, conn: Any) -> int:
-        if not _remove(conn, self.key, self.kind, self.member):
+        if not _present(conn, self.key, self.kind, self.member):
             return 0
-        # Deleted, it will not run: its batch counts it dead. A crash before leaves the batch waiting for it.
         cluster_accounting.end_on(conn, cluster_accounting.batch_ends(self.locks, self.jid, "died"))
+        if not _remove(conn, self.key, self.kind, self.member):
+            return 0  # taken meanwhile (promoted, run): its own end counts over the death told above
         _release_locks(conn, self.locks, self.jid)
         return 1
 
