@@ -13,6 +13,7 @@ import json
 from redis.crc import key_slot
 
 import djwork
+from djwork import api
 from djwork.batches import cluster_accounting
 from djwork.redis import key_layout, keys
 from djwork.worker.cluster.calls import evaluate_each
@@ -176,3 +177,20 @@ def test_the_leader_s_tick_sweeps_a_callback_a_crash_left_pending(on_cluster, wo
     wait_until(lambda: conn.zcard(key_layout.CLUSTER_BATCH_SWEEP) == 0, 30, "the mark forgotten")
     assert _pending_fields(conn, batch.bid) == []
     assert _callbacks(conn, batch.bid) == {"success": 1}
+
+
+def test_a_scheduled_member_deleted_counts_dead_and_its_batch_completes(on_cluster):
+    conn = on_cluster.cluster_client()
+    batch = djwork.Batch(description="deleted member", on_complete=cluster_jobs.on_batch_event, callback_queue="q3")
+    with batch.jobs():
+        ref = cluster_jobs.record.set(queue="q0").apply_async(("later",), countdown=3600)
+    scheduled = api.ScheduledSet()
+    entry = scheduled.find_job(ref.id)
+    assert entry is not None
+    scheduled.delete(entry)
+    # Deleted, it will never run: its batch counts it dead at once and fires `complete` (queued, no worker here).
+    status = djwork.Batch.status(batch.bid)
+    assert (status.pending, status.dead) == (0, 1)
+    assert "complete" in status.fired_at
+    assert conn.zcard(keys.SCHEDULE) == 0 and conn.llen(keys.queue("q3")) == 1
+    assert _pending_fields(conn, batch.bid) == []
