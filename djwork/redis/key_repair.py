@@ -31,10 +31,19 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from djwork import redis as redis_layer
 from djwork.redis import cluster_quarantine, keys, scripts
 from djwork.redis.key_layout import Layout, layout_of
-from djwork.redis.key_types import FIXED_TYPES, WrongTypeKey, expected_type, identity_candidates, process_key_types
+from djwork.redis.key_types import (
+    FIXED_TYPES,
+    WrongTypeKey,
+    expected_type,
+    identity_candidates,
+    is_wrong_type,
+    process_key_types,
+)
 from djwork.settings.conf import Config
 
 logger = logging.getLogger("djwork.key_guard")
@@ -184,6 +193,13 @@ def repair_reported() -> list[tuple[str, str]]:
     except WrongTypeKey as error:
         # The reports key itself the wrong type: moved now, not a failed tick every 2 s until the sweep.
         return [(keys.KEY_GUARD_REPORTED, copy) for copy in quarantine_culprits(error)]
+    except ResponseError as error:
+        # A cluster's client does not name a command's WRONGTYPE (only scripts' are named there): the
+        # one key this ZRANGE reads is the culprit.
+        if not is_wrong_type(error):
+            raise
+        copy = quarantine_if_wrong_type(keys.KEY_GUARD_REPORTED, "zset")
+        return [(keys.KEY_GUARD_REPORTED, copy)] if copy else []
     moved = []
     for key in reported:
         expected = expected_type(key)
