@@ -37,7 +37,8 @@ def test_a_worker_moves_wrong_type_keys_aside_and_runs_its_jobs(on_cluster, work
     conn.set(keys.SCHEDULE, "junk")
     conn.hset(keys.DEAD, "a", "b")
     conn.set(isolated, "junk")
-    before = [cluster_jobs.record.set(queue=queue).delay(f"before-{queue}") for queue in ("q2", "q3")]
+    for queue in ("q2", "q3"):
+        cluster_jobs.record.set(queue=queue).delay(f"before-{queue}")
     # Fails once: its retry is filed in `retry`, which must be a ZSET again by then.
     cluster_jobs.fail_once.set(queue="q3").delay("retried")
     worker = workers.start("-c", "4", *(argument for queue in QUEUES for argument in ("-q", queue)),
@@ -47,7 +48,6 @@ def test_a_worker_moves_wrong_type_keys_aside_and_runs_its_jobs(on_cluster, work
     cluster_jobs.record.set(queue="q1").delay("after-q1")
     wait_until(lambda: len(_counts(conn)) == 4, 60, "every good job to run")
     assert _counts(conn) == {"before-q2": 1, "before-q3": 1, "retried": 1, "after-q1": 1}
-    assert len(before) == 2
     listed = _listed()
     for key, kind in planted.items():
         copy = listed[key]
@@ -93,3 +93,9 @@ def test_a_key_whose_braces_make_no_tag_is_copied_and_a_key_s_copies_are_trimmed
     index_copies = [entry.copy for entry in Quarantine.recent() if entry.key == keys.QUARANTINE_INDEX]
     assert len(index_copies) == 1 and conn.get(index_copies[0]) == b"junk"
     assert _listed()[keys.SCHEDULE] == copy
+    # The sweep names a queue's isolated list as the cluster does (its queue's tag).
+    conn.sadd(keys.QUEUES, "q2")
+    conn.set(keys.cluster_isolated("q2"), "junk")
+    moved = dict(key_repair.sweep())
+    assert set(moved) == {keys.cluster_isolated("q2")}
+    assert conn.keyslot(moved[keys.cluster_isolated("q2")]) == conn.keyslot(keys.queue("q2"))
