@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 import djwork
 from djwork.redis import keys
-from tests import cluster_jobs
+from tests import cluster_jobs, result_jobs
 from tests.cluster_jobs import COUNTS
 from tests.helpers_worker import wait_until
 
@@ -55,3 +57,21 @@ def test_a_queued_and_a_scheduled_job_revoked_never_run_and_read_revoked(on_clus
     assert not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)]
     assert f"dropped revoked job {missed.id}" in worker.log()
     assert "CROSSSLOT" not in worker.log()
+
+
+def test_a_job_revoked_while_it_runs_keeps_its_revoked_record(on_cluster, workers):
+    # One server's test_revoke_worker.py, on the cluster: the revoke writes REVOKED in the record's slot, and the
+    # job's own outcome, stored in that slot after it, keeps it (lua/store_result.lua).
+    conn = on_cluster.cluster_client()
+    ref = result_jobs.waits_for_revoke.set(ignore_result=False).delay("w1")
+    workers.start("-c", "2", redis_url=on_cluster.url())
+    wait_until(lambda: conn.hget("t:starts", "w1") == b"1", 30, "the job to start")
+    assert ref.revoke() is False  # running: not waiting anywhere, only flagged
+    assert ref.state == "REVOKED"
+    wait_until(lambda: conn.hget("t:saw-revoke", "w1") == b"1", 30, "the job to see its revoke")
+    wait_until(lambda: not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)], 30,
+               "its ack")
+    assert ref.state == "REVOKED"  # its return did not overwrite the revoke
+    assert _state(on_cluster, ref.id) == "REVOKED"
+    with pytest.raises(djwork.JobRevoked):
+        ref.get(timeout=1)

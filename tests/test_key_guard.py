@@ -19,6 +19,7 @@ from djwork import redis as redis_layer
 from djwork.redis import key_repair as key_guard
 from djwork.redis import keys, scripts
 from djwork.redis.connections import CountingConnection
+from djwork.redis.key_layout import layout_of
 from djwork.settings.conf import get_config
 from djwork.worker.fetch import Fetcher
 from djwork.worker.key_guard import RepairThrottle
@@ -28,9 +29,14 @@ from tests.helpers_worker import counts, in_progress_items, wait_until, zset_job
 THIRTY_DAYS = 30 * 24 * 3600
 
 
+def copy_head(redis, key: str) -> str:
+    """The start of the name of ``key``'s copies: on a cluster the key may be wrapped in braces (its slot)."""
+    return layout_of(redis).quarantine_head(key)
+
+
 def copies_of(redis, key: str) -> list[str]:
     """Names of the quarantined copies of exactly ``key`` that still exist, oldest first."""
-    head = f"djwork:quarantine:{key}:"
+    head = copy_head(redis, key)
     return [name.decode() for name in redis.zrange("djwork:quarantine", 0, -1)
             if name.decode().startswith(head) and name.decode()[len(head):].count(":") == 1
             and redis.exists(name)]
@@ -43,8 +49,9 @@ def test_a_wrong_type_key_is_moved_aside_with_an_expiry_and_an_error_naming_it(r
 
     copy = key_guard.quarantine_if_wrong_type("queue:default")
 
-    assert copy is not None and copy.startswith("djwork:quarantine:queue:default:")
-    ms, token = copy[len("djwork:quarantine:queue:default:"):].split(":")
+    head = copy_head(raw_redis, "queue:default")
+    assert copy is not None and copy.startswith(head)
+    ms, token = copy[len(head):].split(":")
     assert ms.isdigit() and int(token, 16) >= 0
     assert raw_redis.exists("queue:default") == 0
     assert raw_redis.get(copy) == b"x"  # nothing lost: the content is kept
@@ -108,7 +115,7 @@ def test_a_process_key_is_placed_through_processes_and_an_unknown_key_is_refused
     raw_redis.sadd("processes", "host:1:abc")
     raw_redis.set("host:1:abc:work", "x")
     raw_redis.set("host:1:abc-signals", "x")
-    assert key_guard.quarantine_if_wrong_type("host:1:abc:work").startswith("djwork:quarantine:host:1:abc:work:")
+    assert key_guard.quarantine_if_wrong_type("host:1:abc:work").startswith(copy_head(raw_redis, "host:1:abc:work"))
     assert key_guard.quarantine_if_wrong_type("host:1:abc-signals") is not None
     raw_redis.set("someone:else", "x")
     with pytest.raises(ValueError, match="does not place 'someone:else'"):
@@ -135,7 +142,7 @@ def test_a_sweep_moves_wrong_fixed_queue_process_and_in_progress_keys_and_nothin
 
     assert set(moved) == set(wrong)
     for key, copy in moved.items():
-        assert copy.startswith(f"djwork:quarantine:{key}:") and not raw_redis.exists(key)
+        assert copy.startswith(copy_head(raw_redis, key)) and not raw_redis.exists(key)
     assert raw_redis.type("queues") == b"set" and raw_redis.llen("queue:default") == 1
     assert raw_redis.hget(f"{identity}:workers", "tid") == b"{}"
     assert key_guard.sweep() == []
@@ -223,7 +230,7 @@ def test_a_failing_job_is_filed_in_a_fresh_retry_set_when_retry_held_a_string(wo
                                           20, "the job in a fresh retry set")
     assert entry["jid"] == ref.jid and entry["error_class"] == "RuntimeError"
     log = worker.wait_log("key retry held a string where djwork expects a zset", 10)
-    assert "djwork:quarantine:retry:" in log
+    assert copy_head(raw_redis, "retry") in log
     wait_until(lambda: not any(in_progress_items(raw_redis).values()), 10, "nothing left in progress")
     (copy,) = copies_of(raw_redis, "retry")
     assert raw_redis.get(copy) == b"x"

@@ -147,6 +147,32 @@ class Layout:
         return BatchKeys(keys.batch(bid), keys.batch_jids(bid), keys.batch_failed(bid), keys.batch_died(bid),
                          keys.batch_order(bid), keys.batch_results(bid))
 
+    def quarantine_head(self, key: str) -> str | None:
+        """The start of the name the key guard gives a copy of ``key``, up to ``<ms>:<random>``.
+
+        On a cluster the copy must hash to the key's slot, so one RENAME moves it: a key with a hash tag of its
+        own keeps it in the copy (the prefix holds no brace), a key with no brace is wrapped in braces. A key
+        whose braces make no tag (``a{b``, ``a{}b``, ``a}b``) can't be named in its slot: None, and the guard
+        copies it with DUMP and RESTORE instead (djwork/redis/cluster_quarantine.py).
+        """
+        plain = f"{keys.QUARANTINE_PREFIX}{key}:"
+        if not self.cluster:
+            return plain
+        start = key.find("{")
+        if start >= 0:
+            return plain if key.find("}", start + 1) > start + 1 else None
+        return None if "}" in key else f"{keys.QUARANTINE_PREFIX}{{{key}}}:"
+
+    def quarantined_key(self, copy: str) -> str:
+        """The key a copy the key guard made was (``quarantine_head``'s inverse), for the quarantine listing."""
+        if not copy.startswith(keys.QUARANTINE_PREFIX):
+            return copy
+        original = copy[len(keys.QUARANTINE_PREFIX):].rsplit(":", 2)[0]
+        if self.cluster and original.startswith("{") and original.endswith("}") and original.count("{") == 1 \
+                and original.count("}") == 1:
+            return original[1:-1]  # wrapped by quarantine_head: a key with no brace of its own
+        return original
+
     @property
     def dead_bytes(self) -> str:
         return keys.CLUSTER_DEAD_BYTES if self.cluster else keys.DEAD_BYTES

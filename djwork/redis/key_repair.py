@@ -31,9 +31,19 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from djwork import redis as redis_layer
-from djwork.redis import keys, scripts
-from djwork.redis.key_types import FIXED_TYPES, WrongTypeKey, expected_type, identity_candidates, process_key_types
+from djwork.redis import cluster_quarantine, keys, scripts
+from djwork.redis.key_layout import Layout, layout_of
+from djwork.redis.key_types import (
+    FIXED_TYPES,
+    WrongTypeKey,
+    expected_type,
+    identity_candidates,
+    is_wrong_type,
+    process_key_types,
+)
 from djwork.settings.conf import Config
 
 logger = logging.getLogger("djwork.key_guard")
@@ -85,12 +95,16 @@ def quarantine_if_wrong_type(key: str, expected: str | None = None) -> str | Non
             raise ValueError(f"djwork's key table does not place {key!r}; pass the type it must hold as expected=")
     if expected not in REDIS_TYPES:
         raise ValueError(f"expected must be one of {sorted(REDIS_TYPES)}, not {expected!r}")
-    args = [expected, keys.QUARANTINE_PREFIX, keys.QUARANTINE_TTL, COPIES_KEPT, INDEX_CAP,
-            os.urandom(4).hex(), os.urandom(4).hex()]
-    # Replayed after a lost reply: the first run moved the key, so the replay
-    # finds it absent (or moves a fresh wrong one), never moves a good one.
-    reply = redis_layer.run(lambda conn: scripts.evaluate(conn, "quarantine", [key, keys.QUARANTINE_INDEX], args),
-                            idempotent=True)
+    if layout_of(redis_layer.client()).cluster:
+        # The key, its copy and the index are in different slots: single-slot steps (docs/cluster.md).
+        reply: Any = cluster_quarantine.quarantine(key, expected, keys.QUARANTINE_TTL, COPIES_KEPT, INDEX_CAP)
+    else:
+        args = [expected, keys.QUARANTINE_PREFIX, keys.QUARANTINE_TTL, COPIES_KEPT, INDEX_CAP,
+                os.urandom(4).hex(), os.urandom(4).hex()]
+        # Replayed after a lost reply: the first run moved the key, so the replay
+        # finds it absent (or moves a fresh wrong one), never moves a good one.
+        reply = redis_layer.run(
+            lambda conn: scripts.evaluate(conn, "quarantine", [key, keys.QUARANTINE_INDEX], args), idempotent=True)
     found, copy, index_type, index_copy = (_text(part) for part in (list(reply) + [None] * 4)[:4])
     if index_copy:
         _log_move(keys.QUARANTINE_INDEX, index_type or "?", "zset", index_copy)
@@ -128,7 +142,10 @@ def sweep(config: Config | None = None) -> list[tuple[str, str]]:
     fixed_keys = list(fixed)
     listings = [keys.QUEUES, keys.PROCESSES, keys.IN_PROGRESS_REGISTRY]
 
+    layouts: list[Layout] = []
+
     def first(conn: Any) -> list[Any]:
+        layouts[:] = [layout_of(conn)]
         pipe = conn.pipeline(transaction=False)
         for key in fixed_keys:
             pipe.type(key)
@@ -139,7 +156,7 @@ def sweep(config: Config | None = None) -> list[tuple[str, str]]:
     replies = redis_layer.run(first, idempotent=True)
     found = dict(zip(fixed_keys, replies[:len(fixed_keys)], strict=True))
     queues, processes, registry = (_members(reply) for reply in replies[len(fixed_keys):])
-    listed = _listed_keys(queues | set(config.queue_names if config else ()), processes, registry)
+    listed = _listed_keys(queues | set(config.queue_names if config else ()), processes, registry, layouts[0])
     listed = {key: kind for key, kind in listed.items() if key not in fixed}
     listed_keys = list(listed)
     if listed_keys:
@@ -176,6 +193,13 @@ def repair_reported() -> list[tuple[str, str]]:
     except WrongTypeKey as error:
         # The reports key itself the wrong type: moved now, not a failed tick every 2 s until the sweep.
         return [(keys.KEY_GUARD_REPORTED, copy) for copy in quarantine_culprits(error)]
+    except ResponseError as error:
+        # A cluster's client does not name a command's WRONGTYPE (only scripts' are named there): the
+        # one key this ZRANGE reads is the culprit.
+        if not is_wrong_type(error):
+            raise
+        copy = quarantine_if_wrong_type(keys.KEY_GUARD_REPORTED, "zset")
+        return [(keys.KEY_GUARD_REPORTED, copy)] if copy else []
     moved = []
     for key in reported:
         expected = expected_type(key)
@@ -189,8 +213,9 @@ def repair_reported() -> list[tuple[str, str]]:
     return moved
 
 
-def _listed_keys(queues: set[str], processes: set[str], registry: set[str]) -> dict[str, str]:
-    listed = {key: "list" for name in queues for key in (keys.queue(name), keys.isolated(name))}
+def _listed_keys(queues: set[str], processes: set[str], registry: set[str], layout: Layout) -> dict[str, str]:
+    # The isolated list by the layout: a cluster's carries its queue's tag (docs/cluster.md, Keys).
+    listed = {key: "list" for name in queues for key in (keys.queue(name), layout.isolated(name))}
     for identity in processes:
         # A member that names a key of djwork's own layout (`queues`, `queue:x`) is
         # junk in `processes`, not a process: its "hash" must not move a good key.
