@@ -31,8 +31,7 @@ from djwork.client.push_hooks import HookSteps, Pushed, Write, steps_for
 from djwork.exceptions import RedisUnavailable
 from djwork.middleware import resolve_all, run_client_chain
 from djwork.payload import dumps
-from djwork.redis import key_layout, key_reports, keys, lanes, scripts
-from djwork.redis.cluster import is_cluster
+from djwork.redis import key_reports, keys, lanes, scripts
 from djwork.redis.key_types import WrongTypeKey, command_keys, is_wrong_type, name_culprits
 from djwork.redis.url import public_location
 from djwork.settings.conf import Config, get_config
@@ -93,15 +92,10 @@ def push_plan(config: Config) -> tuple[HookSteps, tuple[Any, ...]]:
     return steps_for(config), client_chain(config)
 
 
-@functools.lru_cache(maxsize=4)
-def _layout_for(config: Config) -> key_layout.Layout:
+def _layout() -> lanes.Layout:
     # A cluster's lanes carry the queue's hash tag (djwork/redis/key_layout.py): one server's names would put a
     # prioritised job where no cluster fetch looks.
-    return key_layout.layout(is_cluster(config))
-
-
-def _layout() -> key_layout.Layout:
-    return _layout_for(get_config())
+    return lanes.layout_for(get_config())
 
 
 def _check_listing_replies(replies: list[Any], what: str) -> None:

@@ -12,11 +12,13 @@ function takes the mode's ``layout``, one server's by default.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 from djwork.redis import keys
-from djwork.redis.key_layout import SINGLE_SERVER, Layout
+from djwork.redis.cluster import is_cluster
+from djwork.redis.key_layout import SINGLE_SERVER, Layout, layout
 
 LANE_FIELD = "lane"
 LANES = 9  # lanes -9..-1 below the queue's own list and 1..9 above it
@@ -28,6 +30,12 @@ def lane_of(payload: dict[str, Any]) -> int:
     if isinstance(lane, bool) or not isinstance(lane, int) or not -LANES <= lane <= LANES:
         return 0
     return lane
+
+
+@functools.lru_cache(maxsize=4)
+def layout_for(config: Any) -> Layout:
+    """The layout a push with ``config`` names lanes by, decided once per config (the client's, per push)."""
+    return layout(is_cluster(config))
 
 
 def list_key(queue: str, lane: int, layout: Layout = SINGLE_SERVER) -> str:
