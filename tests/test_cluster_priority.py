@@ -29,7 +29,7 @@ def test_the_lanes_carry_the_queues_hash_tag():
 
 def test_jobs_pushed_with_priorities_run_most_urgent_first(on_cluster, workers):
     conn = on_cluster.cluster_client()
-    cluster_jobs.in_order.apply_async(("celery 9",), priority=9)
+    last = cluster_jobs.in_order.apply_async(("celery 9",), priority=9)
     cluster_jobs.in_order.apply_async(("celery 3",), priority=3)
     cluster_jobs.in_order.delay("no priority")
     cluster_jobs.in_order.apply_async(("celery 5",), priority=5)
@@ -52,6 +52,8 @@ def test_jobs_pushed_with_priorities_run_most_urgent_first(on_cluster, workers):
     assert [record.lane for record in queue.jobs(oldest_first=True).items] == [4, 0, 0, -3, -3, -5, -9]
     (summary,) = [each for each in api.Queue.all() if each.name == "default"]
     assert (summary.size, summary.prioritised) == (7, 5)
+    found = api.find_job(last.jid)  # read at its lane's ends, as the Locks page reads them
+    assert (found.where, found.job.lane) == ("queued", -9)
 
     worker = workers.start("-c", "1", redis_url=on_cluster.url())
     wait_until(lambda: conn.llen(ORDER) == 7, 30, "every job to run")
@@ -80,3 +82,15 @@ def test_a_prioritised_job_of_a_killed_worker_is_recovered_into_its_lane(on_clus
     wait_until(lambda: conn.hget(COUNTS, "held") == b"1", 30, "the survivor to run it")
     assert conn.hget(STARTS, "held") == b"2"
     assert "CROSSSLOT" not in survivor.log()
+
+
+def test_clearing_a_queue_empties_its_lanes_each_set_aside_in_its_slot(on_cluster):
+    conn = on_cluster.cluster_client()
+    cluster_jobs.in_order.apply_async(("celery 3",), priority=3)
+    cluster_jobs.in_order.apply_async(("celery 7",), priority=7)
+    cluster_jobs.in_order.delay("no priority")
+    assert api.Queue("default").clear() == 3
+    assert conn.llen(_lane("default", -3)) == conn.llen(_lane("default", -7)) == conn.llen(keys.queue("default")) == 0
+    # The set-aside copy of a lane hashes by the lane's own tag: `{djwork:lane:{queue:...}` would cross slots.
+    copy = key_layout.CLUSTER.clearing_copy(_lane("default", -3), "s")
+    assert conn.keyslot(copy) == conn.keyslot(keys.queue("default"))
