@@ -6,7 +6,6 @@ per-queue single-slot fetch, recovery and requeue reach them as one server's one
 
 from __future__ import annotations
 
-import djwork
 from djwork import api, client
 from djwork.payload import new_jid
 from djwork.redis import key_layout, keys
@@ -71,14 +70,14 @@ def test_a_prioritised_job_of_a_killed_worker_is_recovered_into_its_lane(on_clus
     wait_until(lambda: conn.hget(STARTS, "held") == b"1", 30, "the job to start")
     first.kill()  # SIGKILL: the job stays on the dead process's in-progress list
     # Paused, the survivor's reaper recovers the job but no fetch takes it: where it went can be seen.
-    djwork.api.Queue("default").pause()
+    api.Queue("default").pause()
     survivor = workers.start("-c", "1", overrides=OVERRIDES, redis_url=on_cluster.url(), label="survivor")
     lane = _lane("default", -5)
     wait_until(lambda: conn.llen(lane) == 1, 30, "the job recovered into its lane")
     assert job.jid.encode() in conn.lindex(lane, 0)
     assert conn.smembers(key_layout.CLUSTER.lanes("default")) == {b"-5"}
     assert conn.llen(keys.queue("default")) == 0
-    djwork.api.Queue("default").resume()
+    api.Queue("default").resume()
     wait_until(lambda: conn.hget(COUNTS, "held") == b"1", 30, "the survivor to run it")
     assert conn.hget(STARTS, "held") == b"2"
     assert "CROSSSLOT" not in survivor.log()
@@ -94,3 +93,24 @@ def test_clearing_a_queue_empties_its_lanes_each_set_aside_in_its_slot(on_cluste
     # The set-aside copy of a lane hashes by the lane's own tag: `{djwork:lane:{queue:...}` would cross slots.
     copy = key_layout.CLUSTER.clearing_copy(_lane("default", -3), "s")
     assert conn.keyslot(copy) == conn.keyslot(keys.queue("default"))
+
+
+def test_a_unique_job_with_a_priority_is_pushed_to_its_lane(on_cluster):
+    conn = on_cluster.cluster_client()
+    assert cluster_jobs.record.set(unique_for=60).apply_async(("unique",), priority=2).enqueued
+    assert conn.llen(_lane("default", -2)) == 1 and conn.llen(keys.queue("default")) == 0
+    assert conn.smembers(key_layout.CLUSTER.lanes("default")) == {b"-2"}
+
+
+def test_a_scheduled_job_with_a_priority_is_promoted_into_its_lane(on_cluster, workers):
+    conn = on_cluster.cluster_client()
+    job = cluster_jobs.in_order.apply_async(("later",), priority=4, countdown=1)
+    # Paused: the poller promotes the job but no fetch takes it, so where it went can be seen.
+    api.Queue("default").pause()
+    workers.start("-c", "1", redis_url=on_cluster.url())
+    wait_until(lambda: conn.llen(_lane("default", -4)) == 1, 30, "the job promoted into its lane")
+    assert job.jid.encode() in conn.lindex(_lane("default", -4), 0)
+    assert conn.smembers(key_layout.CLUSTER.lanes("default")) == {b"-4"}
+    wait_until(lambda: conn.zcard(keys.SCHEDULE) == 0, 10, "the entry removed from schedule")
+    api.Queue("default").resume()
+    wait_until(lambda: conn.lrange(ORDER, 0, -1) == [b"later"], 30, "the job to run")
