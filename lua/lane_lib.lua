@@ -19,7 +19,7 @@ end
 -- Push `raw` (with `command`: RPUSH to its pop end, LPUSH to its back) onto the list it waits on: its lane of
 -- queue `name`, registered in `lanes_key` after the push, or `queue_key`. Returns the push's reply.
 local function lane_push(command, queue_key, lanes_key, name, raw)
-  -- No name: a Redis Cluster, where a priority is refused and lanes would lie outside the queue's slot.
+  -- No name: the caller gives no lanes (a job given back to the isolated list stays there, lane or not).
   local lane = name ~= '' and lane_of(raw)
   if not lane then return redis.call(command, queue_key, raw) end
   local pushed = redis.call(command, keys.lane(name, lane), raw)

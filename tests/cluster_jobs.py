@@ -162,3 +162,19 @@ def errback(failed_id: str) -> None:
 def replaces(self) -> None:
     """A step that replaces itself (tests/test_cluster_canvas.py): refused inside a canvas on a cluster."""
     raise self.replace(add.s(1, 1))
+
+
+ORDER = "c:order"  # LIST: the keys of in_order's runs, in the order they ran (tests/test_cluster_priority.py)
+
+
+@djwork.job
+def in_order(key: str) -> None:
+    redis_layer.run(lambda conn: conn.rpush(ORDER, key))
+
+
+@djwork.job
+def slow_first_run(key: str) -> None:
+    """Its first run (counted in STARTS) waits a minute, long enough to be killed in; a later run finishes."""
+    if redis_layer.run(lambda conn: conn.hincrby(STARTS, key, 1)) == 1:
+        time.sleep(60)
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, key, 1))

@@ -5,7 +5,6 @@ docs/cluster.md, Refused on a cluster. Against the real 3+3 cluster, reached thr
 
 from __future__ import annotations
 
-import pytest
 from django.conf import settings
 from django.test import override_settings
 
@@ -16,15 +15,13 @@ from djwork.worker import mode
 from tests import cluster_jobs
 
 
-def _nothing_written(cluster) -> bool:
-    return all(cluster.client(port).dbsize() == 0 for port in cluster.primary_ports())
-
-
-def test_a_push_with_a_priority_is_refused_before_anything_is_written(on_cluster):
-    # A priority lane lies outside its queue's slot (docs/priority.md): refused, never a CROSSSLOT.
-    with pytest.raises(djwork.ClusterUnsupported, match="Redis Cluster"):
-        cluster_jobs.record.apply_async(("urgent",), priority=3)
-    assert _nothing_written(on_cluster)
+def test_a_push_with_a_priority_is_accepted_into_its_lane_in_its_queues_slot(on_cluster):
+    # A lane carries its queue's hash tag on a cluster (docs/priority.md): no longer refused, never a CROSSSLOT.
+    assert cluster_jobs.record.apply_async(("urgent",), priority=3).enqueued
+    conn = on_cluster.cluster_client()
+    assert conn.llen(key_layout.CLUSTER.lane("default", -3)) == 1
+    assert conn.smembers(key_layout.CLUSTER.lanes("default")) == {b"-3"}
+    assert conn.keyslot(key_layout.CLUSTER.lane("default", -3)) == conn.keyslot(keys.queue("default"))
 
 
 def test_a_batch_is_accepted_its_keys_in_its_slot_and_its_job_queued(on_cluster):

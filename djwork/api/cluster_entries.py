@@ -17,8 +17,8 @@ from typing import Any
 from djwork import dead, job_locks
 from djwork.batches import cluster_accounting
 from djwork.payload import dumps
-from djwork.redis import keys, scripts
-from djwork.redis.key_layout import layout_of
+from djwork.redis import keys, lanes, scripts
+from djwork.redis.key_layout import CLUSTER, layout_of
 from djwork.worker.cluster import locks as cluster_locks
 from djwork.worker.cluster.promotion import move_name
 
@@ -75,8 +75,11 @@ class PromoteSteps:
             if holder is not None and holder.decode() != self.jid:
                 return holder
         member = self.member if isinstance(self.member, bytes) else self.member.encode()
-        scripts.evaluate(conn, "push_once", [keys.pushed(self.queue), keys.queue(self.queue)],
-                         [move_name(self.set_key, member), self.payload, repr(time.time()), keys.PUSHED_HORIZON])
+        lane = lanes.lane_of_raw(self.payload)  # a prioritised job to its lane (docs/priority.md), in the slot
+        scripts.evaluate(conn, "push_once", [keys.pushed(self.queue), lanes.list_key(self.queue, lane, CLUSTER),
+                                             CLUSTER.lanes(self.queue)],
+                         [move_name(self.set_key, member), self.payload, repr(time.time()), keys.PUSHED_HORIZON,
+                          str(lane) if lane else ""])
         conn.zrem(self.set_key, self.member)
         conn.sadd(keys.QUEUES, self.queue)
         return 1

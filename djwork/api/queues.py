@@ -59,12 +59,13 @@ class Queue:
                 pipe.llen(keys.queue(name))
                 pipe.lindex(keys.queue(name), -1)
                 pipe.llen(layout.isolated(name))
-                pipe.smembers(keys.lanes(name))
+                pipe.smembers(layout.lanes(name))
             return pipe.execute(raise_on_error=False)
 
         replies = access.read(read)
         paused = _paused_names(replies[0])
-        registered = {name: _lane_keys(name, replies[4 + 4 * index]) for index, name in enumerate(names)}
+        layout = _layout()
+        registered = {name: _lane_keys(name, replies[4 + 4 * index], layout) for index, name in enumerate(names)}
         # A third round trip only when some queue has lanes registered.
         in_lanes = access.read(lambda conn: _read_lists(conn, registered)) if any(registered.values()) else {}
         out = []
@@ -78,9 +79,10 @@ class Queue:
 
     def lane_keys(self) -> list[str]:
         """The LIST keys of this queue's registered priority lanes, highest lane first (docs/priority.md)."""
-        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(keys.lanes(self.name))
+        layout = _layout()
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(layout.lanes(self.name))
                             .execute(raise_on_error=False)[0])
-        return _lane_keys(self.name, reply)
+        return _lane_keys(self.name, reply, layout)
 
     def size(self) -> int:
         """Jobs waiting: the queue's own list and its priority lanes."""
@@ -124,26 +126,28 @@ class Queue:
     def lists(self) -> list[tuple[int, str]]:
         """(lane, LIST key) of each list this queue's jobs wait on, in the order a worker takes from them: the
         registered lanes above the queue's own list (highest first), the list (lane 0), the lanes below."""
-        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(keys.lanes(self.name))
+        layout = _layout()
+        reply = access.read(lambda conn: conn.pipeline(transaction=False).smembers(layout.lanes(self.name))
                             .execute(raise_on_error=False)[0])
-        return _lists(self.name, reply)
+        return _lists(self.name, reply, layout)
 
     def jobs(self, page: int = 1, per_page: int = 25, oldest_first: bool = False) -> Page[JobRecord]:
         """One page of the jobs waiting, list by list in the order a worker takes them (``lists``); within each
         list newest first by default (LRANGE from the left, where pushes land). Oldest first is exactly the
         order of taking. Each record's ``lane`` says which list it was read from."""
         start = (page - 1) * per_page
+        layout = _layout()
 
         def first_read(conn: Any) -> list[Any]:
             # The queue's own list read as if it were alone: a queue without lanes costs one round trip.
             pipe = conn.pipeline(transaction=False)
-            pipe.smembers(keys.lanes(self.name))
+            pipe.smembers(layout.lanes(self.name))
             pipe.llen(self.key)
             _range(pipe, self.key, start, start + per_page, oldest_first)
             return pipe.execute(raise_on_error=False)
 
         registered, size, members = access.read(first_read)
-        lists = _lists(self.name, registered)
+        lists = _lists(self.name, registered, layout)
         if len(lists) == 1:
             return Page(_records(self.name, 0, members, oldest_first), size if isinstance(size, int) else 0,
                         page, per_page)
@@ -198,7 +202,7 @@ class Queue:
         if record is None:
             raise StaleEntry(f"job {ident} is no longer in queue {self.name} (it may have run already)")
         # Not replayed: LREM 1 run twice could remove a second, identical copy of the job.
-        removed = access.write(remove_call(lanes.list_key(self.name, record.lane), "list", record).evaluate,
+        removed = access.write(remove_call(lanes.list_key(self.name, record.lane, _layout()), "list", record).evaluate,
                                replay=False)
         if not removed:
             raise StaleEntry(f"job {ident} left queue {self.name} before it could be deleted")
@@ -215,9 +219,15 @@ class Queue:
             clear_releasing_locks(key) for key in self.lane_keys())
 
 
-def _lists(name: str, members: Any) -> list[tuple[int, str]]:
+def _layout() -> key_layout.Layout:
+    """The key layout of the Redis the API reads: a cluster's lanes carry their queue's hash tag."""
+    return access.read(key_layout.layout_of)
+
+
+def _lists(name: str, members: Any, layout: key_layout.Layout) -> list[tuple[int, str]]:
     """``Queue.lists`` from the queue's lanes SET ``members``."""
-    return [(lane, lanes.list_key(name, lane)) for lane in sorted([*lanes.registered(members), 0], reverse=True)]
+    return [(lane, lanes.list_key(name, lane, layout))
+            for lane in sorted([*lanes.registered(members), 0], reverse=True)]
 
 
 def _range(pipe: Any, key: str, first: int, stop: int, oldest_first: bool) -> None:
@@ -233,9 +243,9 @@ def _records(name: str, lane: int, members: Any, oldest_first: bool) -> list[Job
     return [JobRecord.parse(raw, name, lane) for raw in (reversed(members) if oldest_first else members)]
 
 
-def _lane_keys(name: str, members: Any) -> list[str]:
+def _lane_keys(name: str, members: Any, layout: key_layout.Layout) -> list[str]:
     """The lane LIST keys a lanes SET's ``members`` name, highest lane first (djwork/redis/lanes.py)."""
-    return [lanes.list_key(name, lane) for lane in lanes.registered(members)]
+    return [lanes.list_key(name, lane, layout) for lane in lanes.registered(members)]
 
 
 def _read_lists(conn: Any, registered: dict[str, list[str]]) -> dict[str, tuple[int, float]]:

@@ -211,7 +211,7 @@ def locate(jids: set[str]) -> Places:
             pipe.zcard(key)
             pipe.zrange(key, 0, LOCATE_BUDGET - 1, desc=key == keys.DEAD)
         for name in queue_names:
-            pipe.smembers(keys.lanes(name))
+            pipe.smembers(key_layout.layout_of(conn).lanes(name))
         return pipe.execute(raise_on_error=False)
 
     replies = iter(access.read(contents))
@@ -225,7 +225,9 @@ def locate(jids: set[str]) -> Places:
     in_sets = [(place, next(replies), next(replies)) for place in ("scheduled", "retry", "dead")]
     # A job waiting in a priority lane (docs/priority.md) is queued too: its lanes are read, in a third round
     # trip, only for queues that register any.
-    lane_keys = [lanes.list_key(name, lane) for name in queue_names for lane in lanes.registered(next(replies))]
+    layout = access.read(key_layout.layout_of)  # a cluster's lanes carry their queue's hash tag
+    lane_keys = [lanes.list_key(name, lane, layout) for name in queue_names
+                 for lane in lanes.registered(next(replies))]
     if lane_keys:
         lane_replies = iter(access.read(lambda conn: _read_ends(conn, lane_keys, half)))
         for _key in lane_keys:

@@ -92,6 +92,12 @@ def push_plan(config: Config) -> tuple[HookSteps, tuple[Any, ...]]:
     return steps_for(config), client_chain(config)
 
 
+def _layout() -> lanes.Layout:
+    # A cluster's lanes carry the queue's hash tag (djwork/redis/key_layout.py): one server's names would put a
+    # prioritised job where no cluster fetch looks.
+    return lanes.layout_for(get_config())
+
+
 def _check_listing_replies(replies: list[Any], what: str) -> None:
     for reply in replies:
         if isinstance(reply, Exception):
@@ -208,7 +214,8 @@ def _send_plain(payload: dict[str, Any], queue: str, later: float | None) -> Pus
         _raise_push_error(replies[0], command)
         return Pushed(payload["jid"])
     # A prioritised job goes to its lane, registered after the push (djwork/redis/lanes.py).
-    commands = [*lanes.push_commands(queue, lanes.lane_of(payload), [raw]), ("SADD", keys.QUEUES, queue)]
+    commands = [*lanes.push_commands(queue, lanes.lane_of(payload), [raw], layout=_layout()),
+                ("SADD", keys.QUEUES, queue)]
     replies = _write(commands, [payload["jid"]])
     _raise_push_error(replies[0], commands[0])
     _check_listing_replies(replies[1:], f"SADD queues {queue}")
@@ -219,7 +226,7 @@ def _send_write(write: Write) -> Pushed:
     """A feature's own write of one push, its queue listed in the same round trip."""
     commands = [write.command]
     if write.listed is not None:
-        commands.extend(lanes.push_commands(write.listed, write.lane, [])[1:])
+        commands.extend(lanes.push_commands(write.listed, write.lane, [], layout=_layout())[1:])
         commands.append(("SADD", keys.QUEUES, write.listed))
     replies = _write_scripts(commands, [write.jid], {0: write.script} if write.script else {})
     _raise_push_error(replies[0], write.command)
@@ -293,7 +300,8 @@ def _send_bulk(by_queue: dict[tuple[str, int], list[str]], scheduled: dict[str, 
 
     Returns the features' writes' outcomes, in order.
     """
-    commands: list[tuple[Any, ...]] = [("LPUSH", lanes.list_key(queue, lane), *raws)
+    layout = _layout()
+    commands: list[tuple[Any, ...]] = [("LPUSH", lanes.list_key(queue, lane, layout), *raws)
                                        for (queue, lane), raws in by_queue.items()]
     if scheduled:
         commands.append(("ZADD", keys.SCHEDULE, *(part for raw, score in scheduled.items()
@@ -304,7 +312,7 @@ def _send_bulk(by_queue: dict[tuple[str, int], list[str]], scheduled: dict[str, 
     commands.extend(write.command for write in writes)
     # Each lane registered after its push (djwork/redis/lanes.py): with the listings, after every write.
     registered = [command for queue, lane in [*by_queue, *((write.listed, write.lane) for write in writes)]
-                  if lane and queue is not None for command in lanes.push_commands(queue, lane, [])[1:]]
+                  if lane and queue is not None for command in lanes.push_commands(queue, lane, [], layout=layout)[1:]]
     listed = {**dict.fromkeys(queue for queue, _lane in by_queue),
               **dict.fromkeys(sorted({write.listed for write in writes if write.listed is not None}))}
     commands.extend(registered)

@@ -1,9 +1,9 @@
 """What a push on a Redis Cluster refuses at once, instead of a CROSSSLOT later (docs/cluster.md, Refused).
 
-A priority's lane lies outside its queue's hash tag, which a cluster's per-queue fetch cannot reach in its
-one-slot step; such a push raises ``ClusterUnsupported`` at the call, naming the feature, before anything
-is written. (A batch is accepted: its steps are split, djwork/batches/cluster_accounting.py.) On one server the
-push hook takes part in no step.
+A push whose payload asks for a feature ``REFUSED_FIELDS`` names raises ``ClusterUnsupported`` at the call,
+naming the feature, before anything is written. None is refused today: a priority's lane carries its queue's
+hash tag on a cluster (djwork/redis/key_layout.py), and a batch's steps are split
+(djwork/batches/cluster_accounting.py). On one server the push hook takes part in no step.
 """
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from djwork.exceptions import ClusterUnsupported
 from djwork.redis.cluster import is_cluster
 
 # payload field -> the feature that field asks for
-REFUSED_FIELDS = {# Lanes are lists outside the queue's hash tag, which a cluster's fetch can't reach in one step.
-                  "lane": "a priority (a lane of its queue, docs/priority.md)"}
+REFUSED_FIELDS: dict[str, str] = {}
 
 
 class RefuseOnCluster(PushHook):

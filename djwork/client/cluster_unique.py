@@ -17,7 +17,7 @@ from typing import Any
 from djwork import redis as redis_layer
 from djwork.client.push_hooks import Pushed, Write
 from djwork.payload import dumps
-from djwork.redis import keys
+from djwork.redis import key_layout, keys, lanes
 
 
 def take_then_push(lock: str, ttl_ms: int, payload: dict[str, Any], queue: str, later: float | None) -> Pushed | Write:
@@ -32,7 +32,8 @@ def take_then_push(lock: str, ttl_ms: int, payload: dict[str, Any], queue: str, 
     raw = dumps(payload)
     if later is not None:
         return Write(("ZADD", keys.SCHEDULE, repr(float(later)), raw), jid, _pushed)
-    return Write(("LPUSH", keys.queue(queue), raw), jid, _pushed, None, queue)
+    lane = lanes.lane_of(payload)  # a prioritised job to its lane, in the queue's slot (registered by the caller)
+    return Write(("LPUSH", lanes.list_key(queue, lane, key_layout.CLUSTER), raw), jid, _pushed, None, queue, lane)
 
 
 def _pushed(jid: str, reply: Any) -> Pushed:

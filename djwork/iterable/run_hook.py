@@ -25,6 +25,7 @@ from djwork.iterable import state
 from djwork.iterable.job import IterableJob
 from djwork.iterable.walk import Interrupted, RunSlot, worker_run
 from djwork.redis import keys, lanes, scripts
+from djwork.settings.conf import get_config
 from djwork.tasks_compat import DjangoTask
 from djwork.worker.run_hooks import OK, RESCHEDULED, JobRun, RunHook
 
@@ -73,14 +74,16 @@ class IterableRun(RunHook):
         if run.acks.abandoned:
             return True  # pushed back by the shutdown requeue already
         queue_key = keys.queue(unit.queue)
+        layout = lanes.layout_for(get_config())  # a cluster's lanes carry the queue's tag: one slot with the queue
         if unit.in_progress_key:
             # A prioritised job back to its lane (docs/priority.md).
             redis_layer.run(lambda conn: scripts.evaluate(conn, "return_job", [
-                unit.in_progress_key, queue_key, keys.lanes(unit.queue)], [unit.raw, unit.queue]), idempotent=True)
+                unit.in_progress_key, queue_key, layout.lanes(unit.queue)], [unit.raw, layout.lane_name(unit.queue)]),
+                idempotent=True)
         else:  # basic fetch: the job left Redis when it was fetched
             lane = lanes.lane_of_raw(unit.raw)
             redis_layer.run(lambda conn: redis_layer.exchange_on(
-                conn, lanes.push_commands(unit.queue, lane, [unit.raw], "RPUSH")))
+                conn, lanes.push_commands(unit.queue, lane, [unit.raw], "RPUSH", layout)))
         return True
 
     def after(self, run: JobRun, error: BaseException | None) -> None:

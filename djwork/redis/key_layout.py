@@ -22,6 +22,11 @@ PILL_BURIALS_HORIZON = 3600  # seconds: far longer than two reapers of one pass 
 CLUSTER_BATCH_SWEEP = "djwork:batch-sweep"
 
 
+def cluster_queue_tag(queue_name: str) -> str:
+    """``{queue:<name>}``: the hash tag that puts a queue's companions (its lanes too) in the queue's slot."""
+    return f"{{{keys.queue(queue_name)}}}"
+
+
 # A batch's companions on a cluster: ``{b-<bid>}-jids`` and so on, tagged by the batch's hash ``b-<bid>`` (which
 # keeps Sidekiq's name), so its accounting reads and writes them in one slot. Generated into Lua too
 # (djwork/redis/lua_keys.py): lua/batch_account.lua puts them in place of one server's names.
@@ -101,13 +106,18 @@ class Layout:
         return keys.cluster_orphan_counts(queue_name) if self.cluster else keys.ORPHAN_COUNTS
 
     def lanes(self, queue_name: str) -> str:
-        """The queue's lanes SET (docs/priority.md). A cluster has no lanes (a priority is refused there): its
-        scripts get the queue's own key in that place, a key of the queue's slot they never write as a SET."""
-        return keys.queue(queue_name) if self.cluster else keys.lanes(queue_name)
+        """The queue's lanes SET (docs/priority.md): on a cluster ``djwork:lanes:{queue:<name>}``, in the queue's
+        slot, so the per-queue one-slot steps (fetch, recovery, requeue, return) register and read it."""
+        return keys.lanes(self.lane_name(queue_name))
 
     def lane_name(self, queue_name: str) -> str:
-        """The name lane keys are built from in Lua (lua/lane_lib.lua); '' on a cluster: no lanes."""
-        return "" if self.cluster else queue_name
+        """The name lane keys are built from (``keys.lane``, lua/lane_lib.lua): the queue's name on one server;
+        on a cluster the queue's hash tag ``{queue:<name>}``, or its lanes would lie outside the queue's slot."""
+        return cluster_queue_tag(queue_name) if self.cluster else queue_name
+
+    def lane(self, queue_name: str, lane: int) -> str:
+        """The LIST a job of ``lane`` (-9..9) waits on: lane 0 is the queue's own list, Sidekiq's, in both modes."""
+        return keys.lane(self.lane_name(queue_name), str(lane)) if lane else keys.queue(queue_name)
 
     def finished_late(self, queue_name: str) -> str:
         return keys.cluster_finished_late(queue_name) if self.cluster else keys.FINISHED_LATE
@@ -138,7 +148,14 @@ class Layout:
     def clearing_copy(self, key: str, stamp: str) -> str:
         """Where a clear sets ``key`` aside (djwork/api/clearing.py): ``djwork:clearing:<stamp>`` on one server;
         on a cluster ``djwork:clearing:{<key>}:<stamp>``, the key its own hash tag, so the rename is one slot."""
-        return f"{keys.CLEARING_PREFIX}{{{key}}}:{stamp}" if self.cluster else f"{keys.CLEARING_PREFIX}{stamp}"
+        if not self.cluster:
+            return f"{keys.CLEARING_PREFIX}{stamp}"
+        # A key with a hash tag of its own (a lane, `djwork:lane:{queue:<name>}|<n>`) hashes by that tag: the
+        # copy takes the same one, or `{djwork:lane:{queue:<name>}` would be the tag and the rename cross slots.
+        start = key.find("{")
+        end = key.find("}", start + 1) if start >= 0 else -1
+        tag = key[start:end + 1] if start >= 0 and end > start + 1 else f"{{{key}}}"
+        return f"{keys.CLEARING_PREFIX}{tag}:{stamp}"
 
     def batch(self, bid: str) -> BatchKeys:
         if self.cluster:

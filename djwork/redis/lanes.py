@@ -5,14 +5,20 @@ no field, or 0, is ``queue:<name>`` as Sidekiq has it. A lane's list is
 registered in the queue's ``djwork:lanes:<name>`` SET by every push to it,
 after the push (so a fetch that empties the lane and unregisters it in between
 is followed by a registration again, never by a job left unregistered).
+On a Redis Cluster the lanes and their SET carry the queue's hash tag
+(``djwork:lane:{queue:<name>}|<n>``, djwork/redis/key_layout.py), so they share the queue's slot: each
+function takes the mode's ``layout``, one server's by default.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
 from djwork.redis import keys
+from djwork.redis.cluster import is_cluster
+from djwork.redis.key_layout import SINGLE_SERVER, Layout, layout
 
 LANE_FIELD = "lane"
 LANES = 9  # lanes -9..-1 below the queue's own list and 1..9 above it
@@ -26,16 +32,23 @@ def lane_of(payload: dict[str, Any]) -> int:
     return lane
 
 
-def list_key(queue: str, lane: int) -> str:
+@functools.lru_cache(maxsize=4)
+def layout_for(config: Any) -> Layout:
+    """The layout a push with ``config`` names lanes by, decided once per config (the client's, per push)."""
+    return layout(is_cluster(config))
+
+
+def list_key(queue: str, lane: int, layout: Layout = SINGLE_SERVER) -> str:
     """The list a job of ``lane`` waits on in ``queue``."""
-    return keys.lane(queue, str(lane)) if lane else keys.queue(queue)
+    return layout.lane(queue, lane)
 
 
-def push_commands(queue: str, lane: int, raws: list[Any], command: str = "LPUSH") -> list[tuple[Any, ...]]:
+def push_commands(queue: str, lane: int, raws: list[Any], command: str = "LPUSH",
+                  layout: Layout = SINGLE_SERVER) -> list[tuple[Any, ...]]:
     """The push of ``raws`` onto ``queue``'s list for ``lane``, its lane registered after it (module doc)."""
-    pushes: list[tuple[Any, ...]] = [(command, list_key(queue, lane), *raws)]
+    pushes: list[tuple[Any, ...]] = [(command, list_key(queue, lane, layout), *raws)]
     if lane:
-        pushes.append(("SADD", keys.lanes(queue), lane))
+        pushes.append(("SADD", layout.lanes(queue), lane))
     return pushes
 
 
@@ -51,10 +64,10 @@ def registered(members: Any) -> list[int]:
     return sorted(numbers, reverse=True)
 
 
-def promote_target(queue: str, payload: dict[str, Any]) -> tuple[list[str], str]:
+def promote_target(queue: str, payload: dict[str, Any], layout: Layout = SINGLE_SERVER) -> tuple[list[str], str]:
     """lua/promote.lua's KEYS[2..4] for ``payload`` going to ``queue`` now, and its lane argument ('' for none)."""
     lane = lane_of(payload)
-    return [list_key(queue, lane), keys.QUEUES, keys.lanes(queue)], str(lane) if lane else ""
+    return [list_key(queue, lane, layout), keys.QUEUES, layout.lanes(queue)], str(lane) if lane else ""
 
 
 def lane_of_raw(raw: Any) -> int:

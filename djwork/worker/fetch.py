@@ -344,8 +344,8 @@ class Fetcher:
         Not replayed blindly: a replay after "removed" would mark a job that
         no one will fetch, which only costs a hash field until it expires.
         """
-        lane = lanes.lane_of_raw(unit.raw) if self.lane_names[0] else 0  # its copy went back to its lane
-        script_keys = [lanes.list_key(unit.queue, lane), self.isolated_keys[unit.queue_index - 1],
+        lane = lanes.lane_of_raw(unit.raw)  # its copy went back to its lane
+        script_keys = [lanes.list_key(unit.queue, lane, self.layout), self.isolated_keys[unit.queue_index - 1],
                        unit.in_progress_key or "", self.layout.finished_late(unit.queue),
                        self.orphan_counts_keys[unit.queue_index - 1]]
         outcome = redis_layer.run(lambda conn: scripts.evaluate(

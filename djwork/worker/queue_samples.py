@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from djwork import redis as redis_layer
-from djwork.redis import keys, lanes
+from djwork.redis import key_layout, keys, lanes
 from djwork.settings.conf import Config
 from djwork.worker.component import PeriodicComponent
 from djwork.worker.leader import Leader
@@ -67,11 +67,12 @@ def read_sample(conn: Any) -> dict[str, int]:
     names, retry, dead, scheduled, processes = pipe.execute(raise_on_error=False)
     queue_names = sorted(_text(name) for name in names) if isinstance(names, set) else []
     identities = sorted(_text(name) for name in processes) if isinstance(processes, set) else []
+    layout = key_layout.layout_of(conn)  # a cluster's lanes carry their queue's hash tag
     pipe = conn.pipeline(transaction=False)
     for name in queue_names:
         pipe.llen(keys.queue(name))
         pipe.lindex(keys.queue(name), -1)
-        pipe.smembers(keys.lanes(name))
+        pipe.smembers(layout.lanes(name))
     for identity in identities:
         pipe.hmget(keys.process(identity), "busy", "concurrency", "info")
     replies = pipe.execute(raise_on_error=False)
@@ -80,7 +81,7 @@ def read_sample(conn: Any) -> dict[str, int]:
               "busy": 0, "concurrency": 0}
     # A queue's priority lanes count in its size and latency (docs/priority.md): read in one more round
     # trip, only when some queue has lanes registered.
-    lane_keys = {name: [lanes.list_key(name, lane) for lane in lanes.registered(replies[3 * index + 2])]
+    lane_keys = {name: [lanes.list_key(name, lane, layout) for lane in lanes.registered(replies[3 * index + 2])]
                  for index, name in enumerate(queue_names)}
     lane_replies = iter(_read_lanes(conn, lane_keys) if any(lane_keys.values()) else ())
     for index, name in enumerate(queue_names):

@@ -142,9 +142,9 @@ class QueueTaker:
                             purpose="fetch")
         else:
             # Basic fetch already popped it: a lost reply here loses it, as basic fetch accepts.
-            lane = lanes.lane_of_raw(raw) if self.fetcher.lane_names[self.queue_index - 1] else 0
+            lane = lanes.lane_of_raw(raw)
             redis_layer.run(lambda conn: redis_layer.exchange_on(
-                conn, lanes.push_commands(self.queue, lane, [raw], "RPUSH")), purpose="fetch")
+                conn, lanes.push_commands(self.queue, lane, [raw], "RPUSH", self.fetcher.layout)), purpose="fetch")
 
     def unit(self, raw: StoredPayload) -> UnitOfWork:
         return UnitOfWork(queue=self.queue, queue_index=self.queue_index, raw=raw,

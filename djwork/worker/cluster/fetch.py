@@ -33,7 +33,7 @@ from redis.exceptions import NoScriptError
 from djwork import redis as redis_layer
 from djwork.batches import cluster_accounting
 from djwork.payload import stored_payload
-from djwork.redis import key_layout, keys, scripts
+from djwork.redis import key_layout, keys, lanes, scripts
 from djwork.redis.cluster_exchange import receive_by_node, send_by_node
 from djwork.results import revoke_events
 from djwork.settings.conf import Capsule
@@ -99,8 +99,8 @@ class ClusterFetcher(Fetcher):
                     for position, (index, each_limit) in enumerate(calls)]
         commands += self._length_reads()
         commands += [("EXISTS", keys.REVOKED), ("SMEMBERS", keys.PAUSED)]
-        slots = [self.queue_slots[index - 1] for index, _limit in calls] + self.queue_slots + [self.revoked_slot,
-                                                                                               self.paused_slot]
+        slots = [self.queue_slots[index - 1] for index, _limit in calls] + self.queue_slots * 2 + [self.revoked_slot,
+                                                                                                   self.paused_slot]
         try:
             # A failed dial is retried by the policy: nothing was sent to any node then (cluster_exchange).
             sent_round = redis_layer.run(lambda conn: send_by_node(conn, commands, redis_layer.pack, slots),
@@ -132,14 +132,17 @@ class ClusterFetcher(Fetcher):
         return takes
 
     def _length_reads(self) -> list[tuple[Any, ...]]:
-        return [("LLEN", key) for key in self.queue_keys]
+        """Each queue's LLEN, then whether each has lanes registered (its lanes SET, in its slot)."""
+        return [("LLEN", key) for key in self.queue_keys] + [("EXISTS", key) for key in self.lanes_keys]
 
     def _read_lengths(self, replies: list[Any]) -> None:
-        for index, reply in enumerate(replies, start=1):
-            if isinstance(reply, int):
+        count = len(self.queue_keys)
+        for index, (reply, lanes_present) in enumerate(zip(replies[:count], replies[count:], strict=True), start=1):
+            if isinstance(reply, int) and lanes_present == 0:
                 self.lengths[index] = reply
             else:
-                self.lengths.pop(index, None)  # unknown again: asked like a queue never read
+                # Unknown again, asked like a queue never read: its own list's length says nothing of its lanes.
+                self.lengths.pop(index, None)
 
     def receive(self, sent: SentFetch) -> list[UnitOfWork]:
         try:
@@ -157,10 +160,29 @@ class ClusterFetcher(Fetcher):
         return work
 
     def _call(self, index: int, limit: int, isolated_allowed: int, raws: list[Any]) -> tuple[Any, ...]:
-        script_keys = [self.queue_keys[index - 1], self.in_progress_keys[index - 1], self.isolated_keys[index - 1],
-                       self.orphan_counts_keys[index - 1], self.finished_late_keys[index - 1]]
-        args = [limit, "reliable" if self.reliable else "basic", isolated_allowed, *raws]
+        script_keys, args = self._call_parts(index, limit, isolated_allowed, raws)
         return ("EVALSHA", scripts.sha("fetch_queue"), len(script_keys), *script_keys, *args)
+
+    def _call_parts(self, index: int, limit: int, isolated_allowed: int,
+                    raws: list[Any]) -> tuple[list[str], list[Any]]:
+        script_keys = [self.queue_keys[index - 1], self.in_progress_keys[index - 1], self.isolated_keys[index - 1],
+                       self.orphan_counts_keys[index - 1], self.finished_late_keys[index - 1],
+                       self.lanes_keys[index - 1]]
+        return script_keys, [limit, "reliable" if self.reliable else "basic", isolated_allowed,
+                             self.lane_names[index - 1], *raws]
+
+    def take_one(self, index: int) -> Any:
+        """A queue taker's look at its queue's lanes and own list without blocking (docs/priority.md): one
+        ``fetch_queue.lua`` call for that queue, limit 1, no acks, no isolated job. The job taken, or None.
+
+        Not replayed: a lost reply may hide a job already moved to the in-progress list, which the caller's
+        reconcile adopts, as after a lost blocking take.
+        """
+        script_keys, args = self._call_parts(index, 1, 0, [])
+        reply = redis_layer.run(lambda conn: scripts.evaluate(conn, "fetch_queue", script_keys, args),
+                                purpose="fetch")
+        taken = self._taken(index, reply)
+        return taken[0].raw if taken else None
 
     def _rounds(self, sent: Any) -> list[UnitOfWork]:
         replies = self._again_as_eval(sent.round.commands, receive_by_node(sent.round))
@@ -187,7 +209,7 @@ class ClusterFetcher(Fetcher):
 
     def _round_done(self, calls: list[tuple[int, int]], replies: list[Any]) -> list[UnitOfWork]:
         """The jobs a round's calls took; the queues' lengths it read (the replies after the calls) kept."""
-        self._read_lengths(replies[len(calls):len(calls) + len(self.queue_keys)])
+        self._read_lengths(replies[len(calls):len(calls) + 2 * len(self.queue_keys)])
         return self._taken_all(calls, replies[:len(calls)])
 
     def _again_as_eval(self, commands: list[tuple[Any, ...]], replies: list[Any]) -> list[Any]:
@@ -260,7 +282,10 @@ class ClusterFetcher(Fetcher):
         """Basic fetch's shutdown push-back: one RPUSH per job, each in its queue's slot (no MULTI across them)."""
         if not unfinished:
             return 0
-        commands = [("RPUSH", self.queue_keys[unit.queue_index - 1], unit.raw) for unit in unfinished]
+        # Each job to its lane (docs/priority.md), the lane registered after the push.
+        commands = [command for unit in unfinished
+                    for command in lanes.push_commands(unit.queue, lanes.lane_of_raw(unit.raw), [unit.raw], "RPUSH",
+                                                       self.layout)]
         # Not replayed: a lost reply may hide pushes that landed; basic fetch accepts the loss instead.
         redis_layer.run(lambda conn: redis_layer.exchange_on(conn, commands))
         return len(unfinished)

@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError
 from djwork import dead
 from djwork import redis as redis_layer
 from djwork.payload import PayloadError, dumps, loads, stored_payload
-from djwork.redis import keys, scripts
+from djwork.redis import key_layout, keys, lanes, scripts
 from djwork.worker.scheduled import ScheduledPoller, logger
 
 
@@ -49,8 +49,10 @@ class ClusterScheduledPoller(ScheduledPoller):
             job.pop("at", None)
             job["enqueued_at"] = now
             pushes.append((entry, queue))
-            commands.append(("EVALSHA", scripts.sha("push_once"), 2, keys.pushed(queue), keys.queue(queue),
-                             move_name(set_key, entry), dumps(job), repr(now), keys.PUSHED_HORIZON))
+            # A prioritised job to its lane (docs/priority.md), in the queue's slot, registered after the push.
+            (target, _queues, lanes_key), lane = lanes.promote_target(queue, job, key_layout.CLUSTER)
+            commands.append(("EVALSHA", scripts.sha("push_once"), 3, keys.pushed(queue), target, lanes_key,
+                             move_name(set_key, entry), dumps(job), repr(now), keys.PUSHED_HORIZON, lane))
         if not commands:
             return 0, buried
         # Idempotent: a repeated push_once pushes nothing; the ZREMs and the SADD repeat harmlessly.

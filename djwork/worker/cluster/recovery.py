@@ -19,7 +19,7 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.payload import stored_payload
-from djwork.redis import keys, scripts
+from djwork.redis import key_layout, keys, scripts
 from djwork.worker.cluster import filing
 from djwork.worker.fetch import ISOLATE_AFTER_RECOVERIES
 from djwork.worker.reaper import Reaper, logger
@@ -36,7 +36,8 @@ class ClusterReaper(Reaper):
         # Not replayed: a replay would count every job's orphaning twice.
         reply = redis_layer.run(lambda conn: scripts.evaluate(conn, "recover_list", [
             list_key, keys.queue(queue), keys.cluster_orphan_counts(queue), keys.cluster_isolated(queue),
-        ], [self.config.max_orphanings, ISOLATE_AFTER_RECOVERIES]))
+            key_layout.CLUSTER.lanes(queue),  # a prioritised job back to its lane, in the queue's slot
+        ], [self.config.max_orphanings, ISOLATE_AFTER_RECOVERIES, key_layout.CLUSTER.lane_name(queue)]))
         requeued = int(reply[0])
         if requeued:
             logger.warning("djwork: recovered %d job(s) of dead process %s from queue %s", requeued, identity, queue)

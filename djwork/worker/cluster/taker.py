@@ -5,6 +5,8 @@ one slot, as on one server. What the single-server take reads in the same round 
 read apart: ``paused`` by a separate SISMEMBER after the take (so it still sees a pause that began
 while the take was blocked); the finished-late marks are the queue's own (in its slot), so their EXISTS
 rides with the take. A revoked job is checked after the take (``djwork:revoked`` is in another slot).
+The queue's priority lanes carry its tag too (docs/priority.md): while its lanes SET exists (read with
+the take, same slot), a take first looks at the lanes and the list without blocking (``fetch_queue.lua``).
 After a failover the old primary answers the take with UNBLOCKED or MOVED, which ran nothing: the slot
 map is read again and the next take dials the new primary.
 """
@@ -51,10 +53,19 @@ class ClusterQueueTaker(QueueTaker):
         redis_layer.run(unblock, idempotent=True, purpose="admin")
 
     def take(self, timeout: float) -> tuple[StoredPayload | None, bool]:
+        if self.lanes_seen:
+            # A job pushed to a lane does not wake the BLMOVE on the queue's own list: look first, highest lane
+            # first, as one server's taker does.
+            taken = self.fetcher.take_one(self.queue_index)
+            if taken is not None:
+                if self.fetcher.drop_if_revoked(self.queue_index, taken):
+                    taken = None
+                return taken, self.is_paused()
         connection = self.connection
         take = self._take_command(timeout)
         try:
-            taken, finished_late = redis_layer.exchange(connection, [take, ("EXISTS", self.finished_late_key)])
+            taken, finished_late, lanes_present = redis_layer.exchange(
+                connection, [take, ("EXISTS", self.finished_late_key), ("EXISTS", self.lanes_key)])
         except ResponseError as error:
             if not (isinstance(error, MovedError) or is_failover_reply(error)):
                 raise
@@ -73,6 +84,7 @@ class ClusterQueueTaker(QueueTaker):
             with self._lock:
                 self._drop()
             raise error
+        self.lanes_seen = lanes_present != 0  # an error reply: looked at, to be safe
         taken = self._payload(taken)
         if taken is not None:
             dropped = finished_late == 1 and self.fetcher.reliable and self.fetcher.drop_if_finished_late(
