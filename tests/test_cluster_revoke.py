@@ -75,3 +75,22 @@ def test_a_job_revoked_while_it_runs_keeps_its_revoked_record(on_cluster, worker
     assert _state(on_cluster, ref.id) == "REVOKED"
     with pytest.raises(djwork.JobRevoked):
         ref.get(timeout=1)
+
+
+def test_a_revoke_takes_a_job_from_its_lane_and_tells_its_batch(on_cluster):
+    conn = on_cluster.cluster_client()
+    batch = djwork.Batch(description="revoked member", on_complete=cluster_jobs.on_batch_event, callback_queue="q3")
+    with batch.jobs():
+        least = cluster_jobs.record.set(queue="q2", priority=9).delay("least urgent")
+    plain = cluster_jobs.record.set(queue="q2").delay("plain")
+    # The batch's push put its member in a lane of its own (Celery's priority 9: lane -9), in the queue's slot.
+    lane_lists = [key for key in conn.scan_iter("djwork:lane:*") if conn.llen(key)]
+    assert len(lane_lists) == 1 and conn.keyslot(lane_lists[0]) == conn.keyslot(keys.queue("q2"))
+    assert conn.llen(keys.queue("q2")) == 1
+    assert djwork.revoke(least.id) is True
+    assert not any(conn.llen(key) for key in lane_lists)
+    assert conn.llen(keys.queue("q2")) == 1  # the other job, untouched
+    # Removed where it waited, it ends as a dead job does: its batch counts it and completes.
+    status = djwork.Batch.status(batch.bid)
+    assert (status.pending, status.dead) == (0, 1) and "complete" in status.fired_at
+    assert djwork.revoke(plain.id) is True and conn.llen(keys.queue("q2")) == 0

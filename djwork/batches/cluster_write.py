@@ -23,7 +23,7 @@ from typing import Any
 
 from djwork import redis as redis_layer
 from djwork.batches import cluster_accounting
-from djwork.redis import keys
+from djwork.redis import keys, lanes
 from djwork.redis.key_layout import CLUSTER
 
 
@@ -60,9 +60,10 @@ def push_collected(conn: Any, collectors: list[Any], chunk: int) -> None:
     """The collected jobs pushed, grouped by node (one round trip per node), ``SADD queues`` with them."""
     commands: list[tuple[Any, ...]] = []
     for collector in collectors:
-        for (queue, _lane), raws in collector.queued.items():  # no lane on a cluster: a priority is refused
+        for (queue, lane), raws in collector.queued.items():
             for start in range(0, len(raws), chunk):
-                commands.append(("LPUSH", keys.queue(queue), *raws[start:start + chunk]))
+                # A priority's lane carries the queue's hash tag: the push and its registration, one slot.
+                commands += lanes.push_commands(queue, lane, raws[start:start + chunk], layout=CLUSTER)
         if collector.scheduled:
             commands.append(("ZADD", keys.SCHEDULE, *(part for score, raw in collector.scheduled
                                                        for part in (repr(score), raw))))

@@ -2,16 +2,17 @@
 
 1. ``lua/revoke_mark.lua`` flags the jid in ``djwork:revoked`` (its slot): from here on a worker that
    fetches or takes the job drops it (djwork/worker/cluster/revoked.py), and a running job sees the flag.
-2. ``lua/revoke_remove.lua`` once per place the job may wait (`schedule`, `retry`, each queue searched),
-   each in its slot, the calls sent together (one round trip per node); then the removed jobs' locks,
-   one owner-checked call per lock (each lock is its own slot).
+2. ``lua/revoke_remove.lua`` once per place the job may wait (`schedule`, `retry`, each queue searched
+   and its registered lanes), each in its slot, the calls sent together (one round trip per node); then
+   a removed job's batch told it died (djwork/batches/cluster_accounting.py), as one server's revoke.lua
+   tells it; then the removed jobs' locks, one owner-checked call per lock (each lock is its own slot).
 3. ``lua/revoke_result.lua`` writes REVOKED in the record's slot (a SUCCESS or FAILURE stays).
 
 A crash after 1 leaves the job waiting: it is dropped when fetched, and its REVOKED record is written by
 that drop. After 2, the job is gone and its record not yet REVOKED, its locks maybe still held: the
 caller was told the revoke failed, and calling it again finishes it (every step repeats harmlessly: the
 flag moves its end, a removal finds nothing, the same record is written); a lock left held expires by its
-TTL. A batch is refused on a cluster, so no batch is told.
+TTL; a batch not told is told by the retry (membership: counted once).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from djwork import job_locks
+from djwork.batches import cluster_accounting
 from djwork.payload import PayloadError, loads
-from djwork.redis import keys
+from djwork.redis import keys, lanes
+from djwork.redis.key_layout import CLUSTER
 from djwork.results import record as result_record
 from djwork.settings.conf import Config
 from djwork.worker.cluster import locks as cluster_locks
@@ -36,13 +39,22 @@ def revoke_steps(conn: Any, jid: str, queue: str | None, config: Config, bound: 
         names = sorted(name.decode() if isinstance(name, bytes) else name for name in conn.smembers(keys.QUEUES))
     places: list[tuple[tuple[str, ...], tuple[Any, ...]]] = [
         ((keys.SCHEDULE,), (jid, bound, "zset")), ((keys.RETRY,), (jid, bound, "zset"))]
-    places += [((keys.queue(name), keys.cluster_orphan_counts(name)), (jid, bound, "list")) for name in names]
+    # A job with a priority waits in one of its queue's lanes (docs/priority.md), in the queue's slot.
+    pipe = conn.pipeline(transaction=False)
+    for name in names:
+        pipe.smembers(CLUSTER.lanes(name))
+    lists = [(CLUSTER.lane(name, lane), name) for name, members in zip(names, pipe.execute() if names else [],
+                                                                          strict=True)
+             for lane in [0, *lanes.registered(members)]]
+    places += [((list_key, keys.cluster_orphan_counts(name)), (jid, bound, "list")) for list_key, name in lists]
     removed: list[Any] = []
     for (place_keys, _args), payloads in zip(places, evaluate_each(conn, "revoke_remove", places), strict=True):
         for payload in payloads:
             removed += [place_keys[0], payload]
-    held = sorted({lock for payload in removed[1::2] for lock in _locks(payload)})
-    cluster_locks.release(conn, held, jid)
+    ties = [_locks(payload) for payload in removed[1::2]]
+    cluster_accounting.end_on(conn, [end for tied in ties
+                                     for end in cluster_accounting.batch_ends(job_locks.encode(tied), jid, "died")])
+    cluster_locks.release(conn, sorted({lock for tied in ties for lock in tied}), jid)
     spec = result_record.revoked_spec(f"job {jid} was revoked", config)
     evaluate_each(conn, "revoke_result", [((keys.result(jid), keys.cluster_result_waiters(jid)), (jid, spec))])
     return removed
