@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 import djwork
+from djwork.batches import cluster_accounting
 from djwork.redis import keys
 from tests import cluster_jobs
 from tests.helpers_worker import wait_until
@@ -115,5 +116,25 @@ def test_a_chord_fed_by_a_generator_gives_its_body_every_member_s_value(on_clust
     worker = workers.start("-c", "3", *QUEUE_ARGS, redis_url=on_cluster.url())
     assert ref.get(timeout=60) == sum(index * 2 for index in range(5))
     wait_until(lambda: not any(conn.llen(keys.queue(f"q{index}")) for index in range(6)), 30, "the queues drained")
+    assert conn.hget(cluster_jobs.COUNTS, "counted_total") == b"1"
+    assert "CROSSSLOT" not in worker.log()
+
+
+def test_a_join_cut_before_its_pushes_loses_nothing_and_pushes_each_job_once(on_cluster, workers, monkeypatch):
+    conn = on_cluster.cluster_client()
+    cut = []
+    # The client dies after each later member's join (its first job kept pending in the header's hash) and
+    # before that job's push: the step that pushes it is skipped.
+    monkeypatch.setattr(cluster_accounting, "settle_now", lambda _conn, bid: cut.append(bid))
+    members = (_spread(cluster_jobs.add.s(index, index), index) for index in range(5))
+    ref = djwork.chord(members, _spread(cluster_jobs.counted_total.s(), 5)).apply_async()
+    assert cut == [ref.header.bid] * 4
+    queued = lambda: sum(conn.llen(keys.queue(f"q{index}")) for index in range(6))  # noqa: E731
+    assert queued() == 5  # the first member's own push, and the four pushed by the header's next end (the hold's)
+    assert cluster_accounting.sweep(conn, older_than=0) == 0  # the leader's pass finds nothing left, pushes nothing
+    assert queued() == 5
+    worker = workers.start("-c", "3", *QUEUE_ARGS, redis_url=on_cluster.url())
+    assert ref.get(timeout=60) == sum(index * 2 for index in range(5))
+    wait_until(lambda: not queued(), 30, "the queues drained")
     assert conn.hget(cluster_jobs.COUNTS, "counted_total") == b"1"
     assert "CROSSSLOT" not in worker.log()
