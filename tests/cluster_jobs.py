@@ -158,10 +158,32 @@ def errback(failed_id: str) -> None:
     redis_layer.run(lambda conn: conn.rpush(FAILED_IDS, failed_id))
 
 
-@djwork.job(bind=True, retry=0)
-def replaces(self) -> None:
-    """A step that replaces itself (tests/test_cluster_canvas.py): refused inside a canvas on a cluster."""
-    raise self.replace(add.s(1, 1))
+@djwork.job(ignore_result=False)
+def counted_total(values: list) -> int:
+    """A chord's body that counts its runs (tests/test_cluster_canvas.py: the chord completes once)."""
+    redis_layer.run(lambda conn: conn.hincrby(COUNTS, "counted_total", 1))
+    return sum(values)
+
+
+@djwork.job(bind=True, retry=0, ignore_result=False)
+def replaces(self, *values: int) -> None:
+    """A canvas member that replaces itself by ``add(sum(values), 1)`` (tests/test_cluster_canvas.py)."""
+    raise self.replace(add.s(sum(values), 1).set(queue="q2"))
+
+
+@djwork.job(bind=True, retry=0, ignore_result=False)
+def replaces_with(self, value: int, shape: str) -> None:
+    """A chain step that replaces itself by a chain or a group fed ``value`` (tests/test_cluster_canvas.py)."""
+    if shape == "chain":
+        raise self.replace(djwork.chain(add.s(value, 10).set(queue="q2"), add.s(100).set(queue="q3")))
+    raise self.replace(djwork.group(add.s(value, 1).set(queue="q2"), add.s(value, 2).set(queue="q4")))
+
+
+@djwork.job(bind=True, retry=0, ignore_result=False)
+def adds_to_chord(self, value: int) -> int:
+    """A chord header member that adds ``add(value, 1000)`` to its chord (tests/test_cluster_canvas.py)."""
+    self.add_to_chord(add.s(value, 1000).set(queue="q5"))
+    return value
 
 
 ORDER = "c:order"  # LIST: the keys of in_order's runs, in the order they ran (tests/test_cluster_priority.py)

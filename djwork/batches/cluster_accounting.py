@@ -66,7 +66,7 @@ def end_on(conn: Any, ends: Sequence[End], depth: int = 0) -> bool:
     """Steps 0 to 5 for ``ends``; whether every batch counted its end and nothing was left pending."""
     if not ends or depth > MAX_DEPTH:
         return not ends
-    _mark(conn, {bid for bid, *_rest in ends})
+    mark(conn, {bid for bid, *_rest in ends})
     replies = evaluate_each(conn, "batch_account", [((keys.batch(bid),), ("end", member, outcome, by, value))
                                                     for bid, member, outcome, by, value in ends], raise_on_error=False)
     whole = True
@@ -82,11 +82,16 @@ def end_on(conn: Any, ends: Sequence[End], depth: int = 0) -> bool:
 
 def check(conn: Any, bid: str) -> None:
     """A batch's events decided now (a batch just made with no member), and what they fired carried out."""
-    _mark(conn, {bid})
+    mark(conn, {bid})
     settle(conn, bid, evaluate_each(conn, "batch_account", [((keys.batch(bid),), ("check",))])[0])
 
 
-def _mark(conn: Any, bids: set[str]) -> None:
+def settle_now(conn: Any, bid: str) -> None:
+    """What batch ``bid`` holds pending carried out now (a canvas's join just kept its new first jobs there)."""
+    settle(conn, bid, evaluate_each(conn, "batch_account", [((keys.batch(bid),), ("pending",))])[0])
+
+
+def mark(conn: Any, bids: set[str]) -> None:
     """Step 0, one round trip in the mark's slot: a batch left with no leader for a month is forgotten."""
     now = time.time()
     pipe = conn.pipeline(transaction=False)

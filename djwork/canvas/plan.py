@@ -33,7 +33,6 @@ from djwork.batches import collect
 from djwork.batches.batch import CHUNK, MAX_KEPT_RESULTS, PENDING_TTL, list_batch
 from djwork.canvas import cluster_plan
 from djwork.canvas.signature import LINK_OPTIONS, CanvasError, Signature
-from djwork.exceptions import ClusterUnsupported
 from djwork.payload import build, dumps
 from djwork.redis import keys, lanes
 from djwork.redis.cluster import is_cluster
@@ -219,15 +218,13 @@ def push(entries: list[Any], root_id: str) -> list[collect.Collector]:
     return list(collectors.values())
 
 
-def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable[[Any], None] | None = None) -> None:
+def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable[[Any], None] | None = None,
+          join: cluster_plan.Join | None = None) -> bool:
     """Every plan's batch, then the first jobs, in one MULTI (pre-made batches exist before any job runs);
-    ``also`` adds its own commands to that MULTI (a replacement's place in the batch it joins)."""
+    ``also`` adds its own commands to that MULTI (a replacement's place in the batch it joins), which on a Redis
+    Cluster is ``join``'s step in that batch's slot instead (djwork/canvas/cluster_plan.py). Whether the new plans
+    joined (False: on a cluster, a replacement an earlier run of the job already made)."""
     cluster = is_cluster(get_config())
-    if cluster and also is not None:
-        # Joining a running canvas's batch writes that batch and the new plans together, not split yet:
-        # refused before anything is written, never a CROSSSLOT (docs/cluster.md, Refused on a cluster).
-        raise ClusterUnsupported("replacing a task or adding to a chord (self.replace, add_to_chord) is not "
-                                 "supported on a Redis Cluster yet (docs/cluster.md); nothing was written")
     now = time.time()
     for plan in plans:
         if len(plan.jids) > MAX_KEPT_RESULTS:
@@ -235,8 +232,7 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
     kids = {plan.bid: sum(1 for other in plans if other.parent == plan.bid) for plan in plans}
     if cluster:
         # Not replayed after a send, as below (djwork/canvas/cluster_plan.py: each plan in its slot, then the jobs).
-        redis_layer.run(lambda conn: cluster_plan.write(conn, plans, collectors, kids, now))
-        return
+        return bool(redis_layer.run(lambda conn: cluster_plan.write(conn, plans, collectors, kids, now, join)))
 
     def run(conn: Any) -> list[Any]:
         pipe = conn.pipeline(transaction=True)
@@ -271,3 +267,4 @@ def write(plans: list[Plan], collectors: list[collect.Collector], also: Callable
 
     # Not replayed after a send (a second MULTI would push every job twice); a failed dial is.
     redis_layer.run(run)
+    return True

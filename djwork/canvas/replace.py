@@ -5,7 +5,8 @@ it (a replacement ending in a group gets one more job, ``hand_on``, as Celery ap
 result record is the job's, so ``add_replaced.delay().get()`` returns the replacement's value. Then it
 returns ``Replaced`` for ``Task.replace`` to raise (djwork/canvas/replace_run.py makes the run a success
 that writes no record of its own). Inside a canvas both verbs add a member to the batch the running job
-belongs to, in one MULTI, while that job is still pending (so the batch can't finish in between):
+belongs to, in one MULTI, while that job is still pending (so the batch can't finish in between); on a Redis
+Cluster in single-slot steps, the join last but the pushes (djwork/canvas/cluster_plan.py, lua/batch_join.lua):
 
 - ``replace``: the replacement canvas becomes a child batch of the job's batch, and takes the job's
   place in the batch's order (``LSET`` of ``b-<bid>-order``), so the value the batch hands on (the next
@@ -32,11 +33,11 @@ from djwork.canvas import plan as plans
 from djwork.canvas.nest import Compiler, steps_of
 from djwork.canvas.shapes import as_node, chain
 from djwork.canvas.signature import HAND_ON, CanvasError, Signature, is_task
-from djwork.exceptions import ClusterUnsupported
 from djwork.jobs import task_class
 from djwork.jobs.task_class import Replaced
 from djwork.redis import keys
 from djwork.redis.cluster import is_cluster
+from djwork.redis.key_layout import layout
 from djwork.results.record import PAYLOAD_FIELD, wants_result
 from djwork.settings.conf import get_config
 
@@ -128,19 +129,10 @@ def _replace_alone(request: Any, node: Any) -> None:
     plans.write(compiler.plans, plans.push(made[0].entries, compiler.root_id))
 
 
-def _refuse_on_cluster(what: str) -> None:
-    """Joining a running canvas's batch is one step with the new plans, not split for a Redis Cluster yet:
-    refused before anything is read or written (read by one server's names, the job's place would be missed
-    and the job taken as replaced with nothing sent)."""
-    if is_cluster(get_config()):
-        raise ClusterUnsupported(f"{what} inside a canvas or batch is not supported on a Redis Cluster yet "
-                                 "(docs/cluster.md, Refused on a cluster); nothing was written")
-
-
 def _replace_in_batch(task: Any, node: Any, bid: str) -> None:
-    _refuse_on_cluster("replace()")
     jid, bid, _ = _batch_of(task, "replace()")
-    place = redis_layer.run(lambda conn: conn.lpos(keys.batch_order(bid), jid), idempotent=True)
+    order = layout(is_cluster(get_config())).batch(bid).order
+    place = redis_layer.run(lambda conn: conn.lpos(order, jid), idempotent=True)
     if place is None:
         return  # this job's earlier run already replaced it (it was killed before its ack)
     compiler, into, entries = _compile(node, bid, task.request.root_id, wrap_task=True)
@@ -151,7 +143,9 @@ def _replace_in_batch(task: Any, node: Any, bid: str) -> None:
         pipe.hincrby(keys.batch(bid), "kids", 1)
         pipe.lset(keys.batch_order(bid), place, slot)
 
-    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+    # On a cluster the check that the jid still holds its place is made again in the join's own step.
+    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join,
+                join=(bid, ["replace", jid, slot]))
 
 
 def add_to_chord(task: Any, sig: Any) -> Any:
@@ -168,7 +162,6 @@ def add_to_chord(task: Any, sig: Any) -> Any:
 def add_members(bid: str, node: Any, root_id: str | None) -> list[str]:
     """``node`` appended to the group batch ``bid`` (a chord's header), in one MULTI with its first jobs: a task
     joins as itself, a group as its tasks (unrolled), another canvas as its batch. Returns the new slots."""
-    _refuse_on_cluster("add_to_chord()")
     compiler, into, entries = _compile(node, bid, root_id, wrap_task=False)
     slots = into.jids
     if not slots:
@@ -179,7 +172,8 @@ def add_members(bid: str, node: Any, root_id: str | None) -> list[str]:
         pipe.rpush(keys.batch_order(bid), *slots)
         pipe.hincrby(keys.batch(bid), "total", len(slots))
 
-    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join)
+    plans.write(compiler.plans, plans.push(entries, compiler.root_id), also=join,
+                join=(bid, ["add", str(len(slots)), *slots]))
     return slots
 
 

@@ -10,7 +10,9 @@ last member ends, then pushes the body with every result in header order, once.
 
 A generator that raises releases the hold as dead, so the chord fails as a header member's death fails it (its
 errback runs once) and the error reaches the caller. A client killed while feeding leaves the hold: the chord
-never completes, and its batches expire as any unfinished batch does (30 days). docs/canvas.md.
+never completes, and its batches expire as any unfinished batch does (30 days). On a Redis Cluster each later
+member joins in single-slot steps (djwork/canvas/cluster_plan.py) and the release is counted as a member's end
+is there (djwork/batches/cluster_accounting.py). docs/canvas.md.
 """
 
 from __future__ import annotations
@@ -18,12 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 from djwork import redis as redis_layer
+from djwork.batches import cluster_accounting
 from djwork.canvas.apply import apply_chord
 from djwork.canvas.refs import ChordRef
 from djwork.canvas.replace import add_members
 from djwork.canvas.shapes import chord
 from djwork.canvas.signature import APPLY
-from djwork.exceptions import ClusterUnsupported
 from djwork.payload import new_jid
 from djwork.redis import keys, scripts
 from djwork.redis.cluster import is_cluster
@@ -34,11 +36,6 @@ HOLD_PREFIX = "hold-"  # a hold's member name: never a jid (jids are hex), never
 
 def apply_streamed(node: chord, options: dict[str, Any]) -> ChordRef:
     """Send the chord, consuming its generator header one member at a time; its ref once every member is sent."""
-    if is_cluster(get_config()):
-        # Each later member joins the header's batch with the new plans in one step, not split yet: refused
-        # before the generator is read or anything written (docs/cluster.md, Refused on a cluster).
-        raise ClusterUnsupported("a chord whose header is a generator is not supported on a Redis Cluster yet "
-                                 "(docs/cluster.md); nothing was written")
     members = iter(node["kwargs"]["header"])
     first = next(members, None)
     if first is None:  # an empty header: the body runs at once with [] (Celery's)
@@ -57,7 +54,11 @@ def apply_streamed(node: chord, options: dict[str, Any]) -> ChordRef:
 
 def release(bid: str, hold: str, outcome: str) -> None:
     """End the hold of batch ``bid`` as ``ok`` (every member is in) or ``died`` (the generator failed).
-    Replayed safely: the member leaves the pending set once, so a second release counts nothing."""
+    Replayed safely: the member leaves the pending set once, so a second release counts nothing. On a Redis
+    Cluster it ends as a member's end does there (in the batch's slot, then what that fired, each step once)."""
+    if is_cluster(get_config()):
+        cluster_accounting.end_members([(bid, hold, outcome, "", "")])  # '': no task ended, as below
+        return
     redis_layer.run(lambda conn: scripts.evaluate(conn, "batch_release", [keys.batch(bid)], [hold, outcome]),
                     idempotent=True)
 
