@@ -120,9 +120,11 @@ BATCH_STATUSES = "c:batch-statuses"  # HASH "<bid>:<event>" -> the status the ca
 @djwork.job
 def on_batch_event(status: dict, **_callback_args: object) -> None:
     name = f"{status['bid']}:{status['event']}"
-    redis_layer.run(lambda conn: conn.hincrby(BATCH_CALLBACKS, name, 1))
-    redis_layer.run(lambda conn: conn.rpush(BATCH_EVENTS, name))
+    # The count last: tests wait for it, then read the status and the order (a run beside two CPU burners
+    # read the status before this job had written it).
     redis_layer.run(lambda conn: conn.hset(BATCH_STATUSES, name, json.dumps(status)))
+    redis_layer.run(lambda conn: conn.rpush(BATCH_EVENTS, name))
+    redis_layer.run(lambda conn: conn.hincrby(BATCH_CALLBACKS, name, 1))
 
 
 @djwork.job(retry=0)
