@@ -15,9 +15,10 @@ replay rules:
    in the reply, so never replayed — a replay would discard a TERM or TSTP
    the first attempt already took. It runs after the presence write, so a
    signal only leaves Redis once the write that reports us alive has landed.
-   A look at the list (LRANGE) comes first: a TSTP or TERM waiting there is
-   published as quiet=true before the pop takes it, so a reader always sees
-   the request or its effect.
+   A look at the list (LRANGE) comes first: for a TSTP or TERM waiting
+   there the process quiets on the beat's thread and publishes quiet=true
+   before the pop takes it, so a reader always sees the request or its
+   effect, and quiet=true is said only once no job is taken any more.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Heartbeat(PeriodicComponent):
 
     def __init__(self, config: Config, process: ProcessInfo, run_state: RunState, work: WorkState,
                  take_counts: Callable[[], tuple[int, int, int]], in_progress_keys: list[str],
-                 on_signal: Callable[[str], None], metrics: ExecutionMetrics | None = None) -> None:
+                 on_signal: Callable[[str], None], metrics: ExecutionMetrics | None = None,
+                 quiet_now: Callable[[], None] = lambda: None) -> None:
         super().__init__()
         self.metrics = metrics
         self.config = config
@@ -66,6 +68,7 @@ class Heartbeat(PeriodicComponent):
         self.take_counts = take_counts
         self.in_progress_keys = in_progress_keys
         self.on_signal = on_signal
+        self.quiet_now = quiet_now  # the process's quiet, run on the beat's thread (Launcher.quiet)
         self.rtt_us = 0
         self.beats = 0
         self.last_beat_monotonic: float | None = None
@@ -106,18 +109,21 @@ class Heartbeat(PeriodicComponent):
         self.failing_since = None
         self.beats += 1
         self.last_beat_monotonic = time.monotonic()
-        # Quiet is published before the signal leaves the list, not after: the dashboard shows "quiet
-        # requested" while the signal waits and "quiet" once published, and a page read between a pop and
-        # a later publish showed neither ("running" just after a Quiet click, seen under load).
-        published = bool(QUIETING & set(self.pending_signals())) and self.publish_quiet()
+        # A TSTP or TERM waiting: quiet on this thread, then say so, then take the signal. Said before the pop,
+        # a page reads the request or its effect, never neither ("running" just after a Quiet click, seen
+        # under load); said after the quiet, quiet=true means no job is taken any more (said first, a job
+        # pushed on seeing it was taken before the main thread had quieted the process).
+        published = bool(QUIETING & set(self.pending_signals())) and self.quiet_and_publish()
         taken = self.drain_signals()
         for signal_name in taken:
             self.on_signal(signal_name)
-        # Not run_state.quieted: a standalone process handles the signal on its main thread, a moment later;
-        # TSTP and TERM both end in quiet, so saying so now is already true. Here for a signal that came
-        # between the look and the pop.
-        if QUIETING & set(taken) and not published:
-            self.publish_quiet()
+        if QUIETING & set(taken) and not published:  # one that came between the look and the pop
+            self.quiet_and_publish()
+
+    def quiet_and_publish(self) -> bool:
+        """Quiet the process now (idempotent: the signal's own handling finds it done), then say quiet=true."""
+        self.quiet_now()
+        return self.publish_quiet()
 
     def flush_stats(self) -> None:
         processed, failed, expired = self.take_counts()

@@ -117,7 +117,7 @@ class Launcher:
             for capsule, fetcher in zip(config.capsules, fetchers, strict=True)
         ]
         self.heartbeat = Heartbeat(config, self.process, self.state, self.work, self.take_counts, in_progress_keys,
-                                   self.handle_remote_signal, self.metrics)
+                                   self.handle_remote_signal, self.metrics, quiet_now=self.quiet)
         self.poller = mode.poller(config)
         self.reaper = mode.reaper(config, in_progress_keys)
         self.key_guard = KeyGuard(config)

@@ -85,6 +85,9 @@ def test_search_error_messages_and_history_links(cluster, admin_page, screenshot
     page.goto(f"{cluster.base_url}/djwork/retries/")
     page.fill("input[name=q]", "nope-4711")
     page.press("input[name=q]", "Enter")
+    # The search's page loaded, not just its URL committed: count() does not wait, and mid-load it counted the
+    # rows of a half-parsed table (0, beside two CPU burners).
+    page.wait_for_url("**/djwork/retries/?q=nope-4711*", wait_until="load")
     assert page.locator("#entries tbody tr").count() == 1
     assert "order-77" in page.locator("#entries").inner_text()
     assert "in class, jid, error and arguments" in page.locator("#search-note").inner_text()
