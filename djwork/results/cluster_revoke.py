@@ -1,18 +1,20 @@
 """``djwork.revoke(jid)`` on a Redis Cluster: lua/revoke.lua's one step as single-slot steps (docs/cluster.md).
 
-1. ``lua/revoke_mark.lua`` flags the jid in ``djwork:revoked`` (its slot): from here on a worker that
+1. ``lua/revoke_result.lua`` writes REVOKED in the record's slot (a SUCCESS or FAILURE stays). First: a job
+   running now that ends after this keeps REVOKED (lua/store_result.lua leaves it). Written after the flag, a
+   job that saw the flag and ended before this step stored SUCCESS, which then stayed (seen on Redis 8).
+2. ``lua/revoke_mark.lua`` flags the jid in ``djwork:revoked`` (its slot): from here on a worker that
    fetches or takes the job drops it (djwork/worker/cluster/revoked.py), and a running job sees the flag.
-2. ``lua/revoke_remove.lua`` once per place the job may wait (`schedule`, `retry`, each queue searched
+3. ``lua/revoke_remove.lua`` once per place the job may wait (`schedule`, `retry`, each queue searched
    and its registered lanes), each in its slot, the calls sent together (one round trip per node); then
    a removed job's batch told it died (djwork/batches/cluster_accounting.py), as one server's revoke.lua
    tells it; then the removed jobs' locks, one owner-checked call per lock (each lock is its own slot).
-3. ``lua/revoke_result.lua`` writes REVOKED in the record's slot (a SUCCESS or FAILURE stays).
 
-A crash after 1 leaves the job waiting: it is dropped when fetched, and its REVOKED record is written by
-that drop. After 2, the job is gone and its record not yet REVOKED, its locks maybe still held: the
-caller was told the revoke failed, and calling it again finishes it (every step repeats harmlessly: the
-flag moves its end, a removal finds nothing, the same record is written); a lock left held expires by its
-TTL; a batch not told is told by the retry (membership: counted once).
+A crash after 1 leaves the record REVOKED and the job unflagged: the caller was told the revoke failed, and
+a job that runs meanwhile keeps the REVOKED record; calling the revoke again finishes it (every step repeats
+harmlessly: the same record is written, the flag moves its end, a removal finds nothing). After 2 the job
+is dropped when fetched. After 3's removals, its locks may still be held (they expire by their TTL) and
+its batch not told (the retry tells it: membership, counted once).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from djwork.worker.cluster.calls import evaluate_each
 
 def revoke_steps(conn: Any, jid: str, queue: str | None, config: Config, bound: int) -> list[Any]:
     """The cluster's revoke of ``jid`` through the cluster client ``conn``: key, payload pairs of what it removed."""
+    spec = result_record.revoked_spec(f"job {jid} was revoked", config)
+    evaluate_each(conn, "revoke_result", [((keys.result(jid), keys.cluster_result_waiters(jid)), (jid, spec))])
     evaluate_each(conn, "revoke_mark", [((keys.REVOKED,), (jid, config.result_ttl))])
     if queue is not None:
         names = [queue]
@@ -55,8 +59,6 @@ def revoke_steps(conn: Any, jid: str, queue: str | None, config: Config, bound: 
     cluster_accounting.end_on(conn, [end for tied in ties
                                      for end in cluster_accounting.batch_ends(job_locks.encode(tied), jid, "died")])
     cluster_locks.release(conn, sorted({lock for tied in ties for lock in tied}), jid)
-    spec = result_record.revoked_spec(f"job {jid} was revoked", config)
-    evaluate_each(conn, "revoke_result", [((keys.result(jid), keys.cluster_result_waiters(jid)), (jid, spec))])
     return removed
 
 
