@@ -53,7 +53,7 @@ def run_threads(count: int, target) -> list[BaseException]:
 def test_concurrent_3_shared_by_20_threads_holds_exactly_3_at_most(raw_redis):
     stripe = concurrent("stripe", 3, wait_timeout=60, lock_timeout=60)
     # The first three in must all be in at once: proves the limit is reached, not only never passed.
-    first_three = threading.Barrier(3, timeout=30)
+    first_three = threading.Barrier(3, timeout=60)
     start = threading.Barrier(20, timeout=30)
 
     def body(_index: int) -> None:
@@ -61,7 +61,14 @@ def test_concurrent_3_shared_by_20_threads_holds_exactly_3_at_most(raw_redis):
         with stripe.within_limit():
             running = raw_redis.incr("test:running")
             raw_redis.rpush("test:seen", running)
-            if raw_redis.incr("test:admitted") <= 3:
+            admitted = raw_redis.incr("test:admitted")
+            if admitted <= 3:
+                if admitted == 3:
+                    # The three hold until the other seventeen are on the waiting list: else a thread the
+                    # machine ran late found a slot already free and counted "immediate" (9 of 20, beside two
+                    # CPU burners). One of them looks: after the first release the list is shorter again.
+                    wait_until(lambda: raw_redis.zcard(keys.limiter_waiters("stripe")) == 17, 30,
+                               "the seventeen others waiting")
                 first_three.wait()
             raw_redis.decr("test:running")
 
@@ -71,7 +78,7 @@ def test_concurrent_3_shared_by_20_threads_holds_exactly_3_at_most(raw_redis):
     assert max(seen) == 3
     counted = stats("stripe")
     assert counted["held"] == 20
-    assert counted["immediate"] + counted["waited"] == 20 and counted["waited"] >= 17
+    assert counted["immediate"] == 3 and counted["waited"] == 17
     assert counted["over"] == counted["overages"] == counted["reclaimed"] == 0
     assert raw_redis.zcard(keys.LIMITER_HOLDINGS) == 0
     assert raw_redis.exists(keys.limiter_holders("stripe")) == 0
