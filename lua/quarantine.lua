@@ -17,6 +17,7 @@ local key, index = KEYS[1], KEYS[2]
 local prefix, ttl = ARGV[2], tonumber(ARGV[3])
 local keep, cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 --@include clock_lib
+--@include quarantine_lib
 local seconds, micros = clock_read()
 local ms = seconds * 1000 + math.floor(micros / 1000)
 local stamp = string.format('%.0f', ms)
@@ -48,28 +49,11 @@ end
 for _, pair in ipairs(moved) do
   redis.call('ZADD', index, score, pair[2])
 end
--- Entries past the TTL name copies that expired with it.
-redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. string.format('%.0f', ms - ttl * 1000))
+local heads = {}
 for _, pair in ipairs(moved) do
-  -- Copies of exactly this key: the rest of the name is <ms>:<token>, so the
-  -- copies of "a:1:ff" never count as copies of "a".
-  local head = prefix .. pair[1] .. ':'
-  local copies = {}
-  for _, member in ipairs(redis.call('ZRANGE', index, 0, -1)) do
-    if string.sub(member, 1, #head) == head and string.match(string.sub(member, #head + 1), '^%d+:%x+$') then
-      copies[#copies + 1] = member
-    end
-  end
-  for i = 1, #copies - keep do
-    redis.call('DEL', copies[i])
-    redis.call('ZREM', index, copies[i])
-  end
+  heads[#heads + 1] = prefix .. pair[1] .. ':'
 end
-local extra = redis.call('ZCARD', index) - cap
-if extra > 0 then
-  for _, member in ipairs(redis.call('ZRANGE', index, 0, extra - 1)) do
-    redis.call('DEL', member)
-  end
-  redis.call('ZREMRANGEBYRANK', index, 0, extra - 1)
+for _, trimmed in ipairs(quarantine_trim(index, heads, ms, ttl, keep, cap)) do
+  redis.call('DEL', trimmed)
 end
 return {found, copy, index_type, index_copy}

@@ -10,6 +10,7 @@
 -- ARGV[7] = the head of the index's own copy, ARGV[8] = random hex token
 -- Returns {index type found, index copy name or false, copies to delete...}.
 --@include clock_lib
+--@include quarantine_lib
 local index, copy, score, head = KEYS[1], ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local ttl, keep, cap = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local index_type, index_copy = redis.call('TYPE', index)['ok'], false
@@ -22,30 +23,8 @@ if index_type ~= 'none' and index_type ~= 'zset' then
   redis.call('ZADD', index, seconds * 1000 + micros / 1000, index_copy)
 end
 redis.call('ZADD', index, score, copy)
--- Entries past the TTL name copies that expired with it.
-redis.call('ZREMRANGEBYSCORE', index, '-inf', '(' .. string.format('%.0f', ms - ttl * 1000))
-local dropped = {}
--- Copies of exactly this key: the rest of the name is <ms>:<token>, so the copies of "a:1:ff" never count
--- as copies of "a".
-local copies = {}
-for _, member in ipairs(redis.call('ZRANGE', index, 0, -1)) do
-  if string.sub(member, 1, #head) == head and string.match(string.sub(member, #head + 1), '^%d+:%x+$') then
-    copies[#copies + 1] = member
-  end
-end
-for i = 1, #copies - keep do
-  redis.call('ZREM', index, copies[i])
-  dropped[#dropped + 1] = copies[i]
-end
-local extra = redis.call('ZCARD', index) - cap
-if extra > 0 then
-  for _, member in ipairs(redis.call('ZRANGE', index, 0, extra - 1)) do
-    dropped[#dropped + 1] = member
-  end
-  redis.call('ZREMRANGEBYRANK', index, 0, extra - 1)
-end
 local reply = {index_type, index_copy}
-for _, member in ipairs(dropped) do
+for _, member in ipairs(quarantine_trim(index, {head}, ms, ttl, keep, cap)) do
   reply[#reply + 1] = member
 end
 return reply
