@@ -13,7 +13,7 @@ order. Collected alphabetically, the process-starting tests of late modules
 sat idle; collected slow-first, the short tests fill the gaps at the end.
 Celery's suite, the longest single unit (a few minutes, in one test), is handed out
 before everything else (``LongestFirstScheduling``): started last among the groups, it
-set the run's wall time.
+set the run's wall time. Its worker takes nothing else until it is done, for the same reason.
 """
 
 from __future__ import annotations
@@ -93,13 +93,25 @@ def tag_for_loadgroup(item: pytest.Item, group: str) -> None:
 
 
 class LongestFirstScheduling(LoadGroupScheduling):
-    """xdist's loadgroup scheduler, with ``FIRST_GROUPS`` handed out before the rest."""
+    """xdist's loadgroup scheduler, with ``FIRST_GROUPS`` handed out before the rest, and the worker running
+    one of them given nothing more until it is done."""
 
     def _assign_work_unit(self, node: object) -> None:
         for group in FIRST_GROUPS:
             if group in self.workqueue:
                 self.workqueue.move_to_end(group, last=False)
         super()._assign_work_unit(node)
+
+    def _reschedule(self, node: object) -> None:
+        # xdist tops up any worker with two tests or fewer pending, so Celery's suite (two tests) drew the
+        # chaos group behind it: its 70 s ran after the suite's four minutes, past every other worker's end.
+        if self.workqueue and self._runs_a_first_group(node):
+            return
+        super()._reschedule(node)
+
+    def _runs_a_first_group(self, node: object) -> bool:
+        assigned = self.assigned_work.get(node, {})
+        return any(not all(assigned[scope].values()) for scope in FIRST_GROUPS if scope in assigned)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> LoadGroupScheduling | None:
