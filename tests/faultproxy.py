@@ -90,11 +90,12 @@ class _RequestParser:
 
 @dataclass
 class _Fault:
-    kind: str  # "drop" | "stall"
+    kind: str  # "drop" | "stall" | "hold"
     command: str | None
     skip: int
     argument: str | None = None
     fired: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)  # "hold": deliver what was kept back
 
 
 class FaultProxy:
@@ -169,14 +170,23 @@ class FaultProxy:
         so it provably ran but the client never sees the reply. Returns an
         Event set when the fault fired.
         """
-        return self._arm("drop", command, skip, argument)
+        return self._arm("drop", command, skip, argument).fired
 
     def stall_next(self, command: str | None = None, *, skip: int = 0,
                    argument: str | None = None) -> threading.Event:
         """Arm a one-shot black hole: the command is forwarded, its reply (and all later ones) swallowed.
 
         ``argument`` as for ``drop_next``."""
-        return self._arm("stall", command, skip, argument)
+        return self._arm("stall", command, skip, argument).fired
+
+    def hold_next(self, command: str | None = None, *, skip: int = 0,
+                  argument: str | None = None) -> tuple[threading.Event, threading.Event]:
+        """Arm a one-shot hold: the command is forwarded (it runs), and its reply and every later one on that
+        connection are kept back until the returned ``release`` is set, then delivered in order: a reply
+        made as late as the test wants, not lost. ``argument`` as for ``drop_next``. Returns
+        ``(fired, release)``."""
+        fault = self._arm("hold", command, skip, argument)
+        return fault.fired, fault.release
 
     def count(self, command: str, argument: str | None = None) -> int:
         """How many ``command`` were sent; with ``argument``, only those whose first argument is that
@@ -213,11 +223,11 @@ class FaultProxy:
         return False
 
     # --- internals ----------------------------------------------------------
-    def _arm(self, kind: str, command: str | None, skip: int, argument: str | None = None) -> threading.Event:
+    def _arm(self, kind: str, command: str | None, skip: int, argument: str | None = None) -> _Fault:
         fault = _Fault(kind, command.upper() if command else None, skip, argument)
         with self._lock:
             self._fault = fault
-        return fault.fired
+        return fault
 
     def _set_mode(self, mode: str) -> None:
         # The accept thread owns the listening socket (closing a socket another
@@ -305,10 +315,15 @@ class FaultProxy:
             self._pairs.add(pair)
         parser = _RequestParser()
         stalled = False
+        held: _Fault | None = None
+        kept_back = bytearray()
         try:
             client.setblocking(True)
             upstream.setblocking(True)
             while not self._stopping.is_set():
+                if held is not None and held.release.is_set():
+                    client.sendall(kept_back)
+                    held, kept_back = None, bytearray()
                 readable, _, _ = select.select([client, upstream], [], [], _TICK)
                 for sock in readable:
                     try:
@@ -318,7 +333,9 @@ class FaultProxy:
                     if not data:
                         return
                     if sock is upstream:
-                        if not stalled:
+                        if held is not None:
+                            kept_back += data
+                        elif not stalled:
                             client.sendall(data)
                         continue
                     fault = self._take_fault(parser.feed(data))
@@ -327,6 +344,10 @@ class FaultProxy:
                         continue
                     if fault.kind == "stall":
                         stalled = True
+                        fault.fired.set()
+                        continue
+                    if fault.kind == "hold":
+                        held = fault
                         fault.fired.set()
                         continue
                     # drop: wait for the server's reply (the command ran), then cut both sides. No deadline:

@@ -171,3 +171,24 @@ def test_a_quiet_request_reads_requested_or_quiet_while_the_beat_that_took_it_wa
         # Published before the pop: a reader sees the request or its effect, never a plain "running".
         assert process.stopping or process.requested == "quiet"
         worker.kill()
+
+
+def test_a_signal_sent_after_the_beats_look_waits_for_the_next_beat_instead_of_being_taken_unsaid(
+        workers, raw_redis, redis_url):
+    with FaultProxy.in_front_of(redis_url) as proxy:
+        worker = workers.start("-c", "2", overrides={"REDIS_URL": proxy.url})
+        identity = worker.identity(raw_redis)
+        signals = f"{identity}-signals"
+        # The look has run on the server (it saw an empty list) and its reply is held back while the TSTP
+        # lands: the signal comes between the look and the pop. A pop of everything took it with nothing
+        # published, for as long as the pop's own reply took (stalled here).
+        looked, release = proxy.hold_next("LRANGE", argument=signals)
+        assert looked.wait(20), "the beat to look at its signal list"
+        send_remote_signal(raw_redis, identity, "TSTP")
+        popped = proxy.stall_next("RPOP", argument=signals)
+        release.set()
+        assert popped.wait(30), "a beat to pop the signal"
+        wait_until(lambda: raw_redis.llen(signals) == 0, 10, "the signal out of its list")
+        (process,) = [each for each in api.ProcessSet().all() if each.identity == identity]
+        assert process.stopping or process.requested == "quiet"
+        worker.kill()

@@ -15,10 +15,11 @@ replay rules:
    in the reply, so never replayed — a replay would discard a TERM or TSTP
    the first attempt already took. It runs after the presence write, so a
    signal only leaves Redis once the write that reports us alive has landed.
-   A look at the list (LRANGE) comes first: for a TSTP or TERM waiting
-   there the process quiets on the beat's thread and publishes quiet=true
-   before the pop takes it, so a reader always sees the request or its
-   effect, and quiet=true is said only once no job is taken any more.
+   A look at the list (LRANGE) comes first, and the pop takes only what the
+   look saw: for a TSTP or TERM waiting there the process quiets on the
+   beat's thread and publishes quiet=true before the pop takes it, so a
+   reader always sees the request or its effect, and quiet=true is said only
+   once no job is taken any more.
 """
 
 from __future__ import annotations
@@ -113,11 +114,12 @@ class Heartbeat(PeriodicComponent):
         # a page reads the request or its effect, never neither ("running" just after a Quiet click, seen
         # under load); said after the quiet, quiet=true means no job is taken any more (said first, a job
         # pushed on seeing it was taken before the main thread had quieted the process).
-        published = bool(QUIETING & set(self.pending_signals())) and self.quiet_and_publish()
-        taken = self.drain_signals()
+        waiting = self.pending_signals()
+        published = bool(QUIETING & set(waiting)) and self.quiet_and_publish()
+        taken = self.drain_signals(len(waiting)) if waiting else []
         for signal_name in taken:
             self.on_signal(signal_name)
-        if QUIETING & set(taken) and not published:  # one that came between the look and the pop
+        if QUIETING & set(taken) and not published:  # the early publish failed: say it once Redis answers
             self.quiet_and_publish()
 
     def quiet_and_publish(self) -> bool:
@@ -215,19 +217,24 @@ class Heartbeat(PeriodicComponent):
         return True
 
     def pending_signals(self) -> list[str]:
-        """The signals waiting in ``<identity>-signals``, left there (a read: safe to repeat)."""
+        """The oldest signals waiting in ``<identity>-signals`` (up to SIGNALS_PER_BEAT, newest first, as the
+        list holds them), left there (a read: safe to repeat)."""
         try:
-            waiting = redis_layer.run(lambda conn: conn.lrange(keys.signals(self.identity), 0, -1),
-                                      idempotent=True, purpose="heartbeat")
+            waiting = redis_layer.run(
+                lambda conn: conn.lrange(keys.signals(self.identity), -SIGNALS_PER_BEAT, -1),
+                idempotent=True, purpose="heartbeat")
         except Exception as error:
             logger.warning("djwork: could not read %s: %s", keys.signals(self.identity), error)
             return []
         return [value.decode() if isinstance(value, bytes) else value for value in waiting or []]
 
-    def drain_signals(self) -> list[str]:
+    def drain_signals(self, seen: int) -> list[str]:
+        """Take the ``seen`` oldest signals, the ones the look found. Senders push at the head and this pops
+        the tail, so a signal that arrived after the look stays for the next beat, which looks first: popped
+        now, it was taken with neither it nor its effect published, for as long as the pop's reply took."""
         try:
             popped = redis_layer.run(
-                lambda conn: conn.rpop(keys.signals(self.identity), SIGNALS_PER_BEAT), purpose="heartbeat")
+                lambda conn: conn.rpop(keys.signals(self.identity), seen), purpose="heartbeat")
         except Exception as error:
             logger.warning("djwork: could not read %s: %s", keys.signals(self.identity), error)
             return []
