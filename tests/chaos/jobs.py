@@ -94,10 +94,18 @@ def poison(self, company: int, limit: float) -> None:
 
     It first waits (up to ``limit`` seconds) until ``company`` other jobs run
     in its process, so each crash catches bystanders, as a real one running
-    among busy threads would."""
+    among busy threads would. Past ``limit`` it still waits, up to ``limit`` more, for at least one: bystanders
+    as long as ``limit`` that started with it finish at its deadline, and a crash then, before their
+    replacements started, caught none (seen under load). Isolated, it runs alone and ends at the second limit."""
     _record("start", self.request.jid)
     pid = str(os.getpid())
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline and int(ledger().hget(RUNNING, pid) or 0) <= company:
+    started = time.monotonic()
+
+    def running_here() -> int:
+        return int(ledger().hget(RUNNING, pid) or 0)  # this job included
+
+    while time.monotonic() < started + limit and running_here() <= company:
+        time.sleep(0.01)
+    while time.monotonic() < started + 2 * limit and running_here() <= 1:
         time.sleep(0.01)
     os._exit(1)
