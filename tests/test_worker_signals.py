@@ -165,11 +165,7 @@ def test_a_quiet_request_reads_requested_or_quiet_while_the_beat_that_took_it_wa
         # taking a signal and acting on it can be.
         stalled = proxy.stall_next("RPOP", argument=signals)
         send_remote_signal(raw_redis, identity, "TSTP")
-        assert stalled.wait(20), "the beat to pop the signal"
-        wait_until(lambda: raw_redis.llen(signals) == 0, 10, "the signal out of its list")
-        (process,) = [each for each in api.ProcessSet().all() if each.identity == identity]
-        # Published before the pop: a reader sees the request or its effect, never a plain "running".
-        assert process.stopping or process.requested == "quiet"
+        assert_quiet_shown_while_the_pop_stalls(raw_redis, identity, stalled, within=20)
         worker.kill()
 
 
@@ -187,8 +183,15 @@ def test_a_signal_sent_after_the_beats_look_waits_for_the_next_beat_instead_of_b
         send_remote_signal(raw_redis, identity, "TSTP")
         popped = proxy.stall_next("RPOP", argument=signals)
         release.set()
-        assert popped.wait(30), "a beat to pop the signal"
-        wait_until(lambda: raw_redis.llen(signals) == 0, 10, "the signal out of its list")
-        (process,) = [each for each in api.ProcessSet().all() if each.identity == identity]
-        assert process.stopping or process.requested == "quiet"
+        assert_quiet_shown_while_the_pop_stalls(raw_redis, identity, popped, within=30)
         worker.kill()
+
+
+def assert_quiet_shown_while_the_pop_stalls(raw_redis, identity: str, popped, within: float) -> None:
+    """The beat's pop of the TSTP has run and its reply is stalled: published before the pop, a reader sees
+    the request or its effect, never a plain "running"."""
+    assert popped.wait(within), "a beat to pop the signal"
+    signals = f"{identity}-signals"
+    wait_until(lambda: raw_redis.llen(signals) == 0, 10, "the signal out of its list")
+    (process,) = [each for each in api.ProcessSet().all() if each.identity == identity]
+    assert process.stopping or process.requested == "quiet"
