@@ -14,6 +14,7 @@ import pytest
 from tests.support import celery_suite
 
 ARTIFACT = celery_suite.ROOT / "test-artifacts" / "celery-suite.txt"
+CRASH_ARTIFACT = celery_suite.ROOT / "test-artifacts" / "celery-suite-cut-short.txt"
 RUN_TIMEOUT = 900  # seconds: the inner run's own tests are capped (tests/support/celery_fixtures.py)
 
 
@@ -23,6 +24,7 @@ RUN_TIMEOUT = 900  # seconds: the inner run's own tests are capped (tests/suppor
 @pytest.mark.timeout(2 * RUN_TIMEOUT + 60)
 def test_celery_integration_suite_fails_only_what_the_list_names(tmp_path):
     tree = celery_suite.prepare()
+    CRASH_ARTIFACT.unlink(missing_ok=True)  # an earlier run's: it would read as this one's
     expected = celery_suite.read_expected()
     for attempt in (1, 2):
         report = tmp_path / f"celery-suite-{attempt}.xml"
@@ -34,8 +36,13 @@ def test_celery_integration_suite_fails_only_what_the_list_names(tmp_path):
         crashed = [nodeid for nodeid in verdict.failed_unlisted if not nodeid.startswith("test_")]
         if not crashed:
             break
-        print(f"run {attempt} was cut short by a crashed inner process:\n"
-              f"{celery_suite.failure_texts(report, crashed, limit=1500)}")
+        cut_short = (f"run {attempt} was cut short by a crashed inner process:\n"
+                     f"{celery_suite.failure_texts(report, crashed, limit=1500)}\n\n"
+                     f"inner run's output:\n{finished.stdout[-6000:]}\n{finished.stderr[-3000:]}")
+        print(cut_short)
+        # Kept as a file: the second run passing hides the first's cause from pytest's output.
+        CRASH_ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
+        CRASH_ARTIFACT.write_text(cut_short, encoding="utf-8")
     # The counts, kept after every run (pytest shows a passing test's output only with -rP): docs/celery.md quotes them.
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     ARTIFACT.write_text(f"{verdict.describe()}\n(run {attempt})\n", encoding="utf-8")

@@ -336,6 +336,15 @@ def judge(results: dict[str, str], expected: dict[str, Expected]) -> Verdict:
     )
 
 
+# How the inner run reports. ``--tb=native``: pytest's own styles parse each failing frame's source with
+# ast.parse, and on Python 3.11 that conversion keeps its depth count in one place for the whole interpreter.
+# A job thread of the embedded worker formatting a traceback at the same moment (the traceback module parses
+# the failing line for its carets) left that count off, and pytest's report died with "SystemError: AST
+# constructor recursion depth mismatch": an INTERNALERROR that lost every test the process had left, and a
+# second run of the whole suite. The native style formats with the traceback module, which ignores that error.
+REPORTING_OPTIONS = ("-p", "no:cacheprovider", "-p", "no:django", "-p", "no:timeout", "--tb=native", "-q", "-rfE")
+
+
 def run(tree: Path, report: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     """Celery's two test modules in a pytest of their own, each process with a worker embedded in it."""
     import json
@@ -348,8 +357,7 @@ def run(tree: Path, report: Path, timeout: float) -> subprocess.CompletedProcess
     # results (some never come, until the per-test cap), not on a CPU. worksteal: a process that ran out of
     # tests takes half of what another still has queued (xdist's default "load" left two idle for minutes
     # while the third worked through its share behind the long chord tests).
-    command = [sys.executable, "-m", "pytest", "-c", "pytest.ini", "--rootdir", ".", "-p", "no:cacheprovider",
-               "-p", "no:django", "-p", "no:timeout", "-n", str(PROCESSES), "--dist", "worksteal", "-q", "-rfE",
-               f"--junitxml={report}",
+    command = [sys.executable, "-m", "pytest", "-c", "pytest.ini", "--rootdir", ".", *REPORTING_OPTIONS,
+               "-n", str(PROCESSES), "--dist", "worksteal", f"--junitxml={report}",
                *(f"t/integration/{name}" for name in TEST_FILES)]
     return subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
