@@ -9,6 +9,8 @@ list only shrinks).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support import celery_suite
@@ -18,16 +20,23 @@ CRASH_ARTIFACT = celery_suite.ROOT / "test-artifacts" / "celery-suite-cut-short.
 RUN_TIMEOUT = 900  # seconds: the inner run's own tests are capped (tests/support/celery_fixtures.py)
 
 
+def report_path(attempt: int) -> Path:
+    """Where an inner run's junit report is kept: each of Celery's tests with its time (which made a run long)."""
+    return ARTIFACT.parent / f"celery-suite-run-{attempt}.xml"
+
+
 # A second run only when the first was cut short by a crashed inner process (a report entry outside Celery's
 # test modules, such as pytest's INTERNALERROR): that is the harness failing, not a test's outcome, and the
 # tests it left unrun were never judged. A test that fails is never run again.
 @pytest.mark.timeout(2 * RUN_TIMEOUT + 60)
-def test_celery_integration_suite_fails_only_what_the_list_names(tmp_path):
+def test_celery_integration_suite_fails_only_what_the_list_names():
     tree = celery_suite.prepare()
-    CRASH_ARTIFACT.unlink(missing_ok=True)  # an earlier run's: it would read as this one's
     expected = celery_suite.read_expected()
+    for stale in (CRASH_ARTIFACT, report_path(1), report_path(2)):  # an earlier run's would read as this one's
+        stale.unlink(missing_ok=True)
+    ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     for attempt in (1, 2):
-        report = tmp_path / f"celery-suite-{attempt}.xml"
+        report = report_path(attempt)
         finished = celery_suite.run(tree, report, RUN_TIMEOUT)
         assert report.exists(), (f"the inner run wrote no report:\n{finished.stdout[-3000:]}\n"
                                  f"{finished.stderr[-3000:]}")
@@ -41,10 +50,8 @@ def test_celery_integration_suite_fails_only_what_the_list_names(tmp_path):
                      f"inner run's output:\n{finished.stdout[-6000:]}\n{finished.stderr[-3000:]}")
         print(cut_short)
         # Kept as a file: the second run passing hides the first's cause from pytest's output.
-        CRASH_ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
         CRASH_ARTIFACT.write_text(cut_short, encoding="utf-8")
     # The counts, kept after every run (pytest shows a passing test's output only with -rP): docs/celery.md quotes them.
-    ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     ARTIFACT.write_text(f"{verdict.describe()}\n(run {attempt})\n", encoding="utf-8")
     assert verdict.ok, (f"{verdict.describe()}\n\nwhat the report says of the failures outside the list:\n"
                         f"{celery_suite.failure_texts(report, verdict.failed_unlisted)}\n\n"
