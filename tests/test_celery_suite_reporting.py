@@ -14,6 +14,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.celery_suite import REPORTING_OPTIONS
 
 CONFTEST = '''
@@ -54,6 +56,10 @@ def test_fails_in_a_helper():
 '''
 
 
+# Python 3.11's traceback module ignores any error of its own ast.parse (it only places carets); 3.13's does
+# not, so there this test's every-parse-raises stand-in would fail the native style too. Whether 3.13 has the
+# race at all is not known: the run of Celery's suite on 3.13 (the trixie leg) has not shown it.
+@pytest.mark.skipif(sys.version_info >= (3, 12), reason="the stand-in matches Python 3.11's traceback module only")
 def test_a_failure_is_reported_as_one_even_when_parsing_source_raises(tmp_path):
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_failing.py").write_text(FAILING_TEST)
