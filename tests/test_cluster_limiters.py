@@ -14,6 +14,7 @@ from djwork.redis.key_layout import CLUSTER
 from tests import cluster_jobs
 from tests.cluster_jobs import ADMITTED, COUNTS, HIGHEST, RUNNING
 from tests.helpers_worker import wait_until
+from tests.support.queues import in_progress_left
 
 
 def _counts(cluster) -> dict[str, int]:
@@ -53,7 +54,7 @@ def test_a_concurrent_limiter_holds_across_threads_and_its_refused_jobs_come_bac
     # Waited for too: a job's ack (its LREM from the in-progress list) comes after its hold's release, and beside
     # two CPU burners the last job's ack was still on its way when the holds were gone. A refused job left on its
     # in-progress list (a two-step reschedule that never took it off) times this wait out.
-    wait_until(lambda: not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)], 30,
+    wait_until(lambda: not in_progress_left(conn), 30,
                "every in-progress list emptied")
     assert "CROSSSLOT" not in worker.log() and "ClusterUnsupported" not in worker.log()
     summary = {limiter.name: limiter for limiter in api.Limiters().all()}["cluster-two"]

@@ -19,6 +19,7 @@ from djwork.settings.conf import get_config
 from djwork.worker.cluster import results
 from tests import cluster_jobs, result_jobs
 from tests.helpers_worker import wait_until
+from tests.support.queues import in_progress_left
 
 QUEUES = [f"q{index}" for index in range(12)]
 QUEUE_ARGS = [argument for queue in QUEUES for argument in ("-q", queue)]
@@ -54,7 +55,7 @@ def test_a_worker_stores_results_of_jobs_on_every_primary_and_get_reads_them(on_
     assert [ref.get(timeout=60) for ref in refs] == [index + 1000 for index in range(36)]
     assert len({conn.get_node_from_key(keys.result(ref.id)).name for ref in refs}) == 3
     # Every job acked after its result: nothing left in progress once the queues drain.
-    wait_until(lambda: not [member for member in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(member)],
+    wait_until(lambda: not in_progress_left(conn),
                30, "the acks")
     assert "CROSSSLOT" not in worker.log()
 

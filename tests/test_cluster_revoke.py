@@ -16,6 +16,7 @@ from djwork.redis import keys
 from tests import cluster_jobs, result_jobs
 from tests.cluster_jobs import COUNTS
 from tests.helpers_worker import wait_until
+from tests.support.queues import in_progress_left
 
 QUEUES = ["q1", "q2", "q3"]
 
@@ -56,7 +57,7 @@ def test_a_queued_and_a_scheduled_job_revoked_never_run_and_read_revoked(on_clus
     assert queued.state == "REVOKED"
     # Waited for: a job's record is written before its ack takes it off the in-progress list, so the last ack
     # can still be on its way here (it was, in the same check of tests/test_cluster_limiters.py, under load).
-    wait_until(lambda: not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)], 30,
+    wait_until(lambda: not in_progress_left(conn), 30,
                "every in-progress list emptied")
     assert f"dropped revoked job {missed.id}" in worker.log()
     assert "CROSSSLOT" not in worker.log()
@@ -72,7 +73,7 @@ def test_a_job_revoked_while_it_runs_keeps_its_revoked_record(on_cluster, worker
     assert ref.revoke() is False  # running: not waiting anywhere, only flagged
     assert ref.state == "REVOKED"
     wait_until(lambda: conn.hget("t:saw-revoke", "w1") == b"1", 30, "the job to see its revoke")
-    wait_until(lambda: not [key for key in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(key)], 30,
+    wait_until(lambda: not in_progress_left(conn), 30,
                "its ack")
     assert ref.state == "REVOKED"  # its return did not overwrite the revoke
     assert _state(on_cluster, ref.id) == "REVOKED"

@@ -17,6 +17,7 @@ from djwork.redis import keys
 from tests import worker_jobs
 from tests.cluster_jobs import COUNTS, FAILURES, STARTS
 from tests.helpers_worker import wait_until
+from tests.support.queues import in_progress_left
 
 QUEUES = [f"q{index}" for index in range(12)]
 QUEUE_ARGS = [argument for queue in QUEUES for argument in ("-q", queue)]
@@ -33,8 +34,7 @@ def _counts(cluster, key: str = COUNTS) -> dict[str, int]:
 
 
 def _in_progress_left(cluster) -> list[str]:
-    conn = cluster.cluster_client()
-    return [member.decode() for member in conn.smembers(keys.IN_PROGRESS_REGISTRY) if conn.llen(member)]
+    return in_progress_left(cluster.cluster_client())
 
 
 def _queued(cluster) -> int:

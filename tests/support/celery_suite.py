@@ -336,12 +336,13 @@ def judge(results: dict[str, str], expected: dict[str, Expected]) -> Verdict:
     )
 
 
-# How the inner run reports. ``--tb=native``: pytest's own styles parse each failing frame's source with
-# ast.parse, and on Python 3.11 that conversion keeps its depth count in one place for the whole interpreter.
-# A job thread of the embedded worker formatting a traceback at the same moment (the traceback module parses
-# the failing line for its carets) left that count off, and pytest's report died with "SystemError: AST
-# constructor recursion depth mismatch": an INTERNALERROR that lost every test the process had left, and a
-# second run of the whole suite. The native style formats with the traceback module, which ignores that error.
+# The inner run's pytest options (plugins off, how it reports). ``--tb=native``: pytest's own styles parse
+# each failing frame's source with ast.parse, and on Python 3.11 that conversion keeps its depth count in one
+# place for the whole interpreter. A job thread of the embedded worker formatting a traceback at the same moment
+# (the traceback module parses the failing line for its carets) left that count off, and pytest's report died
+# with "SystemError: AST constructor recursion depth mismatch": an INTERNALERROR that lost every test the
+# process had left, and a second run of the whole suite. The native style formats with the traceback module,
+# which on 3.11 ignores that error.
 REPORTING_OPTIONS = ("-p", "no:cacheprovider", "-p", "no:django", "-p", "no:timeout", "--tb=native", "-q", "-rfE")
 
 
